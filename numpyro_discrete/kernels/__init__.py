@@ -1,0 +1,1 @@
+"""numpyro ``MCMCKernel`` wrappers around the pure core."""
