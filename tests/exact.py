@@ -1,0 +1,52 @@
+"""Exact enumeration helpers shared by the tests."""
+
+import itertools
+
+import numpy as np
+
+import jax
+import jax.numpy as jnp
+
+
+def all_binary_states(num_coords: int) -> np.ndarray:
+    """All ``2^N`` binary vectors, row ``k`` is the binary expansion of ``k``."""
+    return np.array(list(itertools.product([0, 1], repeat=num_coords)), dtype=np.int32)
+
+
+def state_index(states: jnp.ndarray) -> jnp.ndarray:
+    """Inverse of :func:`all_binary_states` (row-major binary number)."""
+    num_coords = states.shape[-1]
+    powers = 2 ** jnp.arange(num_coords - 1, -1, -1)
+    return jnp.sum(states * powers, axis=-1)
+
+
+def total_variation(p: np.ndarray, q: np.ndarray) -> float:
+    return 0.5 * float(np.abs(np.asarray(p) - np.asarray(q)).sum())
+
+
+def random_binary_target(num_coords: int, seed: int, num_hidden: int = 3):
+    """
+    A random log density on ``{0, 1}^N`` with pairwise couplings and a non-linear
+    (RBM-like softplus) term, so that gradient-based local ratios are only approximate.
+    Returns ``log_pi(x)`` accepting int or float vectors.
+    """
+    rng = np.random.default_rng(seed)
+    field = rng.normal(0.0, 1.0, num_coords)
+    coupling = np.triu(rng.normal(0.0, 0.5, (num_coords, num_coords)), 1)
+    weights = rng.normal(0.0, 1.0, (num_hidden, num_coords))
+    bias = rng.normal(0.0, 1.0, num_hidden)
+
+    def log_pi(x):
+        x = jnp.asarray(x, jnp.result_type(float))
+        pairwise = x @ jnp.asarray(coupling) @ x
+        hidden = jnp.sum(jnp.logaddexp(0.0, jnp.asarray(weights) @ x + jnp.asarray(bias)))
+        return jnp.asarray(field) @ x + pairwise + hidden
+
+    return log_pi
+
+
+def exact_distribution(log_pi, states: np.ndarray) -> np.ndarray:
+    """Normalised probabilities of `states` under the unnormalised `log_pi`."""
+    log_p = np.asarray(jax.vmap(log_pi)(jnp.asarray(states)), dtype=np.float64)
+    p = np.exp(log_p - log_p.max())
+    return p / p.sum()
