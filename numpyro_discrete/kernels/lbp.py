@@ -235,6 +235,12 @@ class LBP(MCMCKernel):
             for site in latent_sample_sites(model_trace)
             if site not in sites and site not in enumerated
         ]
+        if not sites:
+            raise ValueError(
+                f"{name} found no discrete latent sites in the model (sites marked "
+                "`infer={'enumerate': 'parallel'}` are summed out, not sampled). Use NUTS "
+                "for models without discrete latent variables."
+            )
         if continuous:
             raise ValueError(
                 f"{name} samples discrete sites only, but the model has continuous latent "
@@ -242,12 +248,6 @@ class LBP(MCMCKernel):
                 f"{name} with numpyro's Gibbs: `Gibbs([({name}(model), "
                 "discrete_latent_sites), (NUTS(model), None)])` (from numpyro.infer and "
                 "numpyro.infer.gibbs), or condition the model on them."
-            )
-        if not sites:
-            raise ValueError(
-                f"{name} found no discrete latent sites in the model (sites marked "
-                "`infer={'enumerate': 'parallel'}` are summed out, not sampled). Use NUTS "
-                "for models without discrete latent variables."
             )
         self._layout = layout_from_trace(model_trace, sites, name)
         self._enum = bool(enumerated)

@@ -1,0 +1,119 @@
+"""Every user error is raised early, names the site or argument, and says what to do."""
+
+import re
+
+import pytest
+
+from jax import random
+import jax.numpy as jnp
+
+import numpyro
+import numpyro.distributions as dist
+from numpyro.infer import MCMC
+
+from numpyro_discrete import ALBP, LBP
+
+
+def _run(kernel, *args, init_params=None):
+    mcmc = MCMC(kernel, num_warmup=2, num_samples=2, progress_bar=False)
+    mcmc.run(random.key(0), *args, init_params=init_params)
+    return mcmc
+
+
+def continuous_model():
+    numpyro.sample("w", dist.Normal(0.0, 1.0))
+
+
+def mixed_model():
+    z = numpyro.sample("z", dist.Bernoulli(0.5))
+    numpyro.sample("w", dist.Normal(z, 1.0))
+
+
+def categorical_model():
+    numpyro.sample("c", dist.Categorical(jnp.ones(3) / 3))
+
+
+def binary_model():
+    numpyro.sample("x", dist.Bernoulli(0.5).expand([3]))
+
+
+def indexing_model():
+    x = numpyro.sample("x", dist.Bernoulli(0.5))
+    numpyro.sample("y", dist.Normal(jnp.array([-1.0, 1.0])[x], 1.0), obs=0.3)
+
+
+def impossible_start_model():
+    x = numpyro.sample("x", dist.Bernoulli(0.5).expand([3]))
+    numpyro.factor("forbid_zero", jnp.where(jnp.sum(x) == 0, -jnp.inf, 0.0))
+
+
+@pytest.mark.parametrize(
+    "make_kernel, args, init_params, message",
+    [
+        (lambda: ALBP(continuous_model), (), None,
+         "ALBP found no discrete latent sites in the model"),
+        (lambda: ALBP(mixed_model), (), None,
+         "continuous latent sites 'w' (Normal). Sample them beside ALBP with numpyro's Gibbs"),
+        (lambda: LBP(categorical_model), (), None,
+         "Site 'c' (CategoricalProbs with support IntegerInterval(lower_bound=0, "
+         "upper_bound=2)) is not binary"),
+        (lambda: LBP(binary_model, num_flips=4), (), None,
+         "`num_flips=4` exceeds the number of discrete coordinates (3)"),
+        (lambda: LBP(indexing_model, weights="gradient"), (), None,
+         "cannot be differentiated in the discrete values of sites ['x']"),
+        (lambda: LBP(binary_model), (), {"y": jnp.zeros(3, jnp.int32)},
+         "`init_params` has sites ['y'] that LBP does not sample"),
+        (lambda: LBP(binary_model), (), {"x": jnp.zeros(4, jnp.int32)},
+         "`init_params['x']` has shape (4,), but site 'x' has shape (3,)"),
+        (lambda: LBP(impossible_start_model), (), {"x": jnp.zeros(3, jnp.int32)},
+         "the potential energy is inf at the initial values of sites ['x']"),
+        (lambda: ALBP(potential_fn=lambda z: jnp.nan * jnp.sum(z["x"])), (),
+         {"x": jnp.zeros(3, jnp.int32)}, "the potential energy is nan"),
+        (lambda: ALBP(potential_fn=lambda z: jnp.sum(z["x"])), (), None,
+         "ALBP with `potential_fn` needs `init_params`"),
+        (lambda: ALBP(potential_fn=lambda z: jnp.sum(z["x"])), (),
+         {"x": jnp.array([0, 2, 1])}, "`init_params['x']` has values outside {0, 1}"),
+    ],
+)
+def test_errors_at_init(make_kernel, args, init_params, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        _run(make_kernel(), *args, init_params=init_params)
+
+
+@pytest.mark.parametrize(
+    "make_kernel, message",
+    [
+        (lambda: LBP(), "LBP needs exactly one of `model` or `potential_fn`"),
+        (lambda: LBP(binary_model, potential_fn=lambda z: 0.0),
+         "LBP needs exactly one of `model` or `potential_fn`"),
+        (lambda: LBP(binary_model, num_flips=0), "`num_flips` must be an integer >= 1"),
+        (lambda: LBP(binary_model, num_flips=2.5), "`num_flips` must be an integer >= 1"),
+        (lambda: LBP(binary_model, balancing="gaussian"),
+         "Unknown balancing function 'gaussian'; choose one of ['barker', 'sqrt']"),
+        (lambda: ALBP(binary_model, weights="hessian"), "unknown `weights='hessian'`"),
+        (lambda: ALBP(binary_model, target_accept_prob=1.0),
+         "`target_accept_prob` must lie in (0, 1), got 1.0"),
+        (lambda: ALBP(binary_model, target_accept_prob=-0.2),
+         "`target_accept_prob` must lie in (0, 1)"),
+        (lambda: ALBP(binary_model, init_num_flips=0.5), "`init_num_flips` must be >= 1"),
+        (lambda: ALBP(binary_model, max_num_flips=0),
+         "`max_num_flips` must be None or an integer >= 1"),
+        (lambda: ALBP(binary_model, init_num_flips=5, max_num_flips=3),
+         "`init_num_flips=5` exceeds `max_num_flips=3`"),
+    ],
+)
+def test_errors_at_construction(make_kernel, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        make_kernel()
+
+
+def test_wrap_model_needs_a_model():
+    with pytest.raises(ValueError, match="has no model to wrap"):
+        LBP(potential_fn=lambda z: 0.0).wrap_model(lambda m: m)
+
+
+def test_auto_weights_fall_back_to_exact_for_index_use():
+    kernel = LBP(indexing_model)
+    mcmc = _run(kernel)
+    assert kernel.weights_mode == "exact"
+    assert mcmc.get_samples()["x"].shape == (2,)

@@ -1,0 +1,37 @@
+"""Smoke tests: the example scripts run end to end on tiny sizes."""
+
+import importlib.util
+import math
+from pathlib import Path
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def _load(name):
+    spec = importlib.util.spec_from_file_location(f"example_{name}", EXAMPLES / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_ising_example(tmp_path):
+    ising = _load("ising")
+    summary = ising.main(
+        [
+            "--p", "6",
+            "--num-warmup", "30",
+            "--num-samples", "20",
+            "--num-chains", "2",
+            "--out", str(tmp_path),
+            "--no-progress-bar",
+        ]
+    )  # fmt: skip
+    figure = tmp_path / "ising.png"
+    assert summary["figure"] == str(figure)
+    assert figure.is_file() and figure.stat().st_size > 0
+    assert summary["num_coords"] == 36 and summary["num_draws"] == 40
+    assert 0.0 <= summary["accept_prob"] <= 1.0
+    assert 1.0 <= summary["final_R"] <= 36.0
+    assert -1.0 <= summary["magnetisation"] <= 1.0
+    for key in ("mean_changed", "warmup_time", "sample_time"):
+        assert math.isfinite(summary[key])
