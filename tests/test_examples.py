@@ -8,7 +8,8 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
 def _load(name):
-    spec = importlib.util.spec_from_file_location(f"example_{name}", EXAMPLES / f"{name}.py")
+    path = EXAMPLES / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"example_{name}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -21,7 +22,7 @@ def test_ising_example(tmp_path):
             "--p", "6",
             "--num-warmup", "30",
             "--num-samples", "20",
-            "--num-chains", "2",
+            "--num-chains", "1",
             "--out", str(tmp_path),
             "--no-progress-bar",
         ]
@@ -29,7 +30,7 @@ def test_ising_example(tmp_path):
     figure = tmp_path / "ising.png"
     assert summary["figure"] == str(figure)
     assert figure.is_file() and figure.stat().st_size > 0
-    assert summary["num_coords"] == 36 and summary["num_draws"] == 40
+    assert summary["num_coords"] == 36 and summary["num_draws"] == 20
     assert 0.0 <= summary["accept_prob"] <= 1.0
     assert 1.0 <= summary["final_R"] <= 36.0
     assert -1.0 <= summary["magnetisation"] <= 1.0

@@ -43,12 +43,11 @@ def lbp_transition_matrix(log_pi, num_coords, path_length, balancing, weights, l
     states = jnp.asarray(all_binary_states(num_coords))
     orders = np.array(list(itertools.permutations(range(num_coords), path_length)))
     coords = jnp.asarray(np.pad(orders, ((0, 0), (0, length - path_length))))
-    active = jnp.arange(length) < path_length
     choices = jnp.zeros(length, jnp.int32)
 
     def move(x, coords):
         log_p_x, d_x = local_fn(x)
-        forward = path.Path(coords, choices, active)
+        forward = path.path_from_coords(coords, choices, path_length, num_coords)
         y = path.apply_path(x, forward, binary_neighbourhood)
         log_q_forward = path.path_log_prob(log_weights(log_balancing, d_x), forward)
         log_p_y, d_y = local_fn(y)
@@ -57,7 +56,7 @@ def lbp_transition_matrix(log_pi, num_coords, path_length, balancing, weights, l
         log_q_reverse = path.path_log_prob(log_w_y, backward, reverse=True)
         # the reverse path written out in reverse order, drawn forwards, has the same law
         reversed_order = np.r_[np.arange(path_length)[::-1], np.arange(path_length, length)]
-        explicit = path.Path(coords[reversed_order], backward.choices, active)
+        explicit = forward._replace(coords=coords[reversed_order], choices=backward.choices)
         log_q_explicit = path.path_log_prob(log_w_y, explicit)
         log_accept = log_p_y - log_p_x + log_q_reverse - log_q_forward
         return y, log_q_forward, jnp.minimum(log_accept, 0.0), log_q_reverse - log_q_explicit

@@ -15,15 +15,16 @@ Proposal (Sun et al. 2021; Sun, Dai, Schuurmans 2022, eq. 5 and Alg. 1). With we
    ``log A = log pi(y) - log pi(x) + log q(reverse | y) - log q(forward | x)`` gives detailed
    balance for every fixed ``R``.
 
-The path is sampled by Gumbel-top-k over ``log W_j`` with a static bound ``K >= R`` (the first
-``R`` of the ``K`` ordered winners are distributed exactly as sequential sampling without
-replacement), so no step sorts all ``N`` coordinates when ``R << N``. Paths are stored padded
-to a static length ``L >= K`` with an ``active`` mask, so that one compiled step serves every
-``R <= L``.
+The path is sampled by Gumbel-top-k over ``log W_j`` with a static size ``k >= R`` (the first
+``R`` of the ``k`` ordered winners are distributed exactly as sequential sampling without
+replacement). One compiled step serves every ``R`` up to a static maximum: sizes come in
+buckets ``1, 2, 4, ...`` and each step runs the smallest bucket ``>= R`` through
+:func:`jax.lax.switch`, so its path work is ``O(N + R log R)``, never a sort of all ``N``
+coordinates when ``R << N``.
 """
 
 from collections.abc import Callable, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 from jax import lax, random
@@ -40,6 +41,7 @@ __all__ = [
     "apply_path",
     "build_kernel",
     "init",
+    "path_from_coords",
     "path_log_prob",
     "reverse_path",
     "sample_path",
@@ -75,16 +77,28 @@ class PathInfo(NamedTuple):
 
 class Path(NamedTuple):
     """
-    An ordered path padded to a static length ``L``.
+    An ordered path of static length ``k``, of which the first ``R`` entries are active.
 
-    - **coords** - visited coordinates in visiting order, shape ``(L,)``.
-    - **choices** - index ``m`` of the candidate taken at each coordinate, shape ``(L,)``.
-    - **active** - ``r < R``: which entries are on the path, shape ``(L,)``.
+    - **coords** - visited coordinates in visiting order, shape ``(k,)``.
+    - **choices** - index ``m`` of the candidate taken at each coordinate, shape ``(k,)``.
+    - **active** - ``r < R``: which entries are on the path, shape ``(k,)``.
+    - **on_path** - which of the ``N`` coordinates the active entries visit, shape ``(N,)``
+      (kept beside ``coords`` so that no step needs a scatter over the path).
     """
 
     coords: jax.Array
     choices: jax.Array
     active: jax.Array
+    on_path: jax.Array
+
+
+def path_from_coords(
+    coords: jax.Array, choices: jax.Array, path_length: int, num_coords: int
+) -> Path:
+    """An explicit path (e.g. to enumerate all paths in tests) in :class:`Path` form."""
+    active = jnp.arange(coords.shape[0]) < path_length
+    on_path = jnp.zeros(num_coords, bool).at[coords].max(active)
+    return Path(coords, choices, active, on_path)
 
 
 def init(position: jax.Array, local_fn: LocalFn) -> PathState:
@@ -105,45 +119,31 @@ def top_k_buckets(max_path_length: int) -> tuple[int, ...]:
 
 
 def sample_path(
-    rng_key: jax.Array,
-    log_w: jax.Array,
-    path_length: jax.Array,
-    buckets: Sequence[int],
+    rng_key: jax.Array, log_w: jax.Array, path_length: jax.Array, length: int
 ) -> Path:
     """
     Draw an ordered path of ``path_length`` distinct coordinates and their candidates.
 
     :param rng_key: random key.
     :param log_w: ``(N, M)`` log weights at the path's start state.
-    :param path_length: ``R``, integer scalar, ``1 <= R <= buckets[-1]``.
-    :param buckets: static increasing top-k sizes; the path is padded to ``buckets[-1]``.
+    :param path_length: ``R``, integer scalar, ``1 <= R <= length``.
+    :param length: static top-k size ``k``; the path has this length.
     """
     key_coords, key_choices = random.split(rng_key)
     num_coords, num_candidates = log_w.shape
-    length = buckets[-1]
-    log_w_coord = logsumexp(log_w, axis=1)
     # Alg. 1, lines 3-5: sequential draws without replacement == Gumbel-top-R, ordered.
-    perturbed = log_w_coord + random.gumbel(key_coords, (num_coords,), log_w.dtype)
-
-    def top(k: int) -> Callable[[jax.Array], jax.Array]:
-        def branch(keys: jax.Array) -> jax.Array:
-            coords = lax.top_k(keys, k)[1]
-            # the padding past k is never active; any in-range index will do
-            return jnp.pad(coords, (0, length - k))
-
-        return branch
-
-    if len(buckets) == 1:
-        coords = top(buckets[0])(perturbed)
-    else:
-        bucket = jnp.searchsorted(jnp.asarray(buckets), path_length)
-        coords = lax.switch(bucket, [top(k) for k in buckets], perturbed)
+    perturbed = _coordinate_log_weights(log_w) + random.gumbel(
+        key_coords, (num_coords,), log_w.dtype
+    )
+    top_keys, coords = lax.top_k(perturbed, length)
+    # the path's coordinates are those whose key reaches the R-th largest (no ties: the
+    # keys are continuous; a tie at -inf only happens on paths that are rejected anyway)
+    on_path = perturbed >= top_keys[path_length - 1]
     if num_candidates == 1:
         choices = jnp.zeros(length, dtype=jnp.int32)
     else:
         choices = random.categorical(key_choices, log_w[coords], axis=-1)
-    active = jnp.arange(length) < path_length
-    return Path(coords, choices, active)
+    return Path(coords, choices, jnp.arange(length) < path_length, on_path)
 
 
 def path_log_prob(log_w: jax.Array, path: Path, reverse: bool = False) -> jax.Array:
@@ -157,16 +157,19 @@ def path_log_prob(log_w: jax.Array, path: Path, reverse: bool = False) -> jax.Ar
     :param path: the path.
     :param reverse: visiting order.
     """
-    log_w_coord = logsumexp(log_w, axis=1)
+    log_w_coord = _coordinate_log_weights(log_w)
     log_w_path = jnp.where(path.active, log_w_coord[path.coords], -jnp.inf)
-    on_path = jnp.zeros(log_w.shape[0], bool).at[path.coords].max(path.active)
     # Mass of the coordinates off the path: a sum of positive terms, never ``T - S``, so no
     # cancellation when the path holds most of the weight.
-    log_off_path = logsumexp(jnp.where(on_path, -jnp.inf, log_w_coord))
+    log_off_path = logsumexp(jnp.where(path.on_path, -jnp.inf, log_w_coord))
     # Eq. 5: coordinate r is drawn among those not visited before it. Forward, those are
     # u_r..u_R (a reverse cumulative sum); reverse, u_1..u_r (a forward cumulative sum).
-    log_on_path_left = lax.cumlogsumexp(log_w_path, reverse=not reverse)
-    log_remaining = jnp.logaddexp(log_off_path, log_on_path_left)
+    # Linear-space sums after a shift by the largest term: XLA's cumulative log-sum-exp is
+    # two orders of magnitude slower on CPU.
+    shift = jnp.maximum(log_off_path, jnp.max(log_w_path))
+    shift = jnp.where(jnp.isfinite(shift), lax.stop_gradient(shift), 0.0)
+    on_path_left = lax.cumsum(jnp.exp(log_w_path - shift), reverse=not reverse)
+    log_remaining = jnp.log(jnp.exp(log_off_path - shift) + on_path_left) + shift
     log_w_choice = log_w[path.coords, path.choices]
     terms = jnp.where(path.active, log_w_choice - log_remaining, 0.0)
     return jnp.sum(terms)
@@ -176,8 +179,11 @@ def apply_path(
     position: jax.Array, path: Path, neighbourhood: Neighbourhood
 ) -> jax.Array:
     """Move every active coordinate of `path` to its chosen candidate value."""
-    new_values = neighbourhood.candidates(position)[path.coords, path.choices]
-    # inactive entries (which may repeat an active coordinate) point out of range and drop
+    candidates = neighbourhood.candidates(position)
+    if candidates.shape[1] == 1:
+        return jnp.where(path.on_path, candidates[:, 0], position).astype(position.dtype)
+    new_values = candidates[path.coords, path.choices]
+    # inactive entries point out of range and are dropped
     coords = jnp.where(path.active, path.coords, position.shape[0])
     return position.at[coords].set(new_values.astype(position.dtype), mode="drop")
 
@@ -193,6 +199,29 @@ def reverse_path(
     restores = candidates == position[path.coords][:, None]
     choices = jnp.argmax(restores, axis=1).astype(path.choices.dtype)
     return path._replace(choices=choices)
+
+
+def _coordinate_log_weights(log_w: jax.Array) -> jax.Array:
+    """``log W_j = log sum_m w[j, m]``."""
+    if log_w.shape[1] == 1:
+        return log_w[:, 0]
+    return logsumexp(log_w, axis=1)
+
+
+def _pad(path: Path, length: int) -> Path:
+    extra = length - path.coords.shape[0]
+    return Path(
+        jnp.pad(path.coords, (0, extra)),
+        jnp.pad(path.choices, (0, extra)),
+        jnp.pad(path.active, (0, extra)),
+        path.on_path,
+    )
+
+
+def _truncate(path: Path, length: int) -> Path:
+    return Path(
+        path.coords[:length], path.choices[:length], path.active[:length], path.on_path
+    )
 
 
 def build_kernel(
@@ -221,15 +250,31 @@ def build_kernel(
         key_path, key_accept = random.split(rng_key)
         x = state.position
         log_w_x = log_weights(log_balancing, state.log_ratios)
-        path = sample_path(key_path, log_w_x, path_length, buckets)
-        y = apply_path(x, path, neighbourhood)
-        log_q_forward = path_log_prob(log_w_x, path)
+
+        # The path work is O(k) in the top-k size k: each bucket gets its own branch, and
+        # the path travels between the two branch points padded to the largest bucket.
+        def forward(k: int) -> Callable[[jax.Array], tuple]:
+            def branch(key: jax.Array) -> tuple:
+                p = sample_path(key, log_w_x, path_length, k)
+                y = apply_path(x, p, neighbourhood)
+                return y, path_log_prob(log_w_x, p), _pad(p, buckets[-1])
+
+            return branch
+
+        bucket = jnp.searchsorted(jnp.asarray(buckets), path_length)
+        y, log_q_forward, padded = _switch(bucket, [forward(k) for k in buckets], key_path)
 
         log_p_y, log_ratios_y = local_fn(y)
         log_w_y = log_weights(log_balancing, log_ratios_y)
-        log_q_reverse = path_log_prob(
-            log_w_y, reverse_path(x, y, path, neighbourhood), reverse=True
-        )
+
+        def reverse(k: int) -> Callable[[Path], jax.Array]:
+            def branch(padded: Path) -> jax.Array:
+                back = reverse_path(x, y, _truncate(padded, k), neighbourhood)
+                return path_log_prob(log_w_y, back, reverse=True)
+
+            return branch
+
+        log_q_reverse = _switch(bucket, [reverse(k) for k in buckets], padded)
         # Alg. 1, M-H test. An undefined potential at y, or a path through zero-weight
         # coordinates (possible only when R exceeds the coordinates of positive weight),
         # rejects rather than letting NaN or inf reach the state.
@@ -246,8 +291,15 @@ def build_kernel(
             lambda: PathState(y, log_p_y, log_ratios_y),
             lambda: state,
         )
-        num_changed = jnp.where(is_accepted, jnp.sum(path.active), 0)
+        num_changed = jnp.where(is_accepted, path_length, 0)
         info = PathInfo(accept_prob, is_accepted, path_length, num_changed)
         return new_state, info
 
     return kernel
+
+
+def _switch(index: jax.Array, branches: list[Callable], operand: Any) -> Any:
+    """`lax.switch`, or the only branch when there is one (no dispatch to compile)."""
+    if len(branches) == 1:
+        return branches[0](operand)
+    return lax.switch(index, branches, operand)
