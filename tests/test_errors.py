@@ -66,9 +66,9 @@ def impossible_start_model():
         (lambda: LBP(binary_model), (), {"x": jnp.zeros(4, jnp.int32)},
          "`init_params['x']` has shape (4,), but site 'x' has shape (3,)"),
         (lambda: LBP(impossible_start_model), (), {"x": jnp.zeros(3, jnp.int32)},
-         "the potential energy is inf at the initial values of sites ['x']"),
+         "the potential energy is [inf] at the initial values of sites ['x']"),
         (lambda: ALBP(potential_fn=lambda z: jnp.nan * jnp.sum(z["x"])), (),
-         {"x": jnp.zeros(3, jnp.int32)}, "the potential energy is nan"),
+         {"x": jnp.zeros(3, jnp.int32)}, "the potential energy is [nan]"),
         (lambda: ALBP(potential_fn=lambda z: jnp.sum(z["x"])), (), None,
          "ALBP with `potential_fn` needs `init_params`"),
         (lambda: ALBP(potential_fn=lambda z: jnp.sum(z["x"])), (),
@@ -117,3 +117,12 @@ def test_auto_weights_fall_back_to_exact_for_index_use():
     mcmc = _run(kernel)
     assert kernel.weights_mode == "exact"
     assert mcmc.get_samples()["x"].shape == (2,)
+
+
+def test_non_finite_start_is_caught_for_vectorized_chains():
+    kernel = ALBP(potential_fn=lambda z: jnp.log(jnp.sum(z["x"]) - 1.0))
+    mcmc = MCMC(kernel, num_warmup=2, num_samples=2, num_chains=2,
+                chain_method="vectorized", progress_bar=False)
+    init = {"x": jnp.array([[1, 1, 1], [0, 0, 0]], jnp.int32)}
+    with pytest.raises(ValueError, match=re.escape("potential energy is [0.693")):
+        mcmc.run(random.key(0), init_params=init)

@@ -135,15 +135,14 @@ def sample_path(
     perturbed = _coordinate_log_weights(log_w) + random.gumbel(
         key_coords, (num_coords,), log_w.dtype
     )
-    top_keys, coords = lax.top_k(perturbed, length)
-    # the path's coordinates are those whose key reaches the R-th largest (no ties: the
-    # keys are continuous; a tie at -inf only happens on paths that are rejected anyway)
-    on_path = perturbed >= top_keys[path_length - 1]
+    coords = lax.top_k(perturbed, length)[1]
     if num_candidates == 1:
         choices = jnp.zeros(length, dtype=jnp.int32)
     else:
         choices = random.categorical(key_choices, log_w[coords], axis=-1)
-    return Path(coords, choices, jnp.arange(length) < path_length, on_path)
+    # the membership mask is scattered from `coords`, not thresholded on the keys: float
+    # keys can tie, and the mask must hold exactly the path's coordinates
+    return path_from_coords(coords, choices, path_length, num_coords)
 
 
 def path_log_prob(log_w: jax.Array, path: Path, reverse: bool = False) -> jax.Array:

@@ -358,19 +358,19 @@ class LBP(MCMCKernel):
             self._sample_fn = jax.vmap(self._sample_one, in_axes=(0, None, None))
         else:
             state = self._init_one(rng_key, init_params, model_args, model_kwargs)
-            self._check_initial_state(state)
             self._sample_fn = self._sample_one
+        self._check_initial_state(state)
         return state
 
     def _check_initial_state(self, state: LBPState) -> None:
         potential = state.potential_energy
-        if isinstance(potential, jax.core.Tracer) or np.isfinite(potential):
+        if isinstance(potential, jax.core.Tracer) or np.all(np.isfinite(potential)):
             return
         raise ValueError(
-            f"{type(self).__name__}: the potential energy is {float(potential)} at the "
-            f"initial values of sites {list(self._layout.names)}, so the chain cannot "
-            "start there. Pass `init_params` (to `MCMC.run`) with values of positive "
-            "probability."
+            f"{type(self).__name__}: the potential energy is "
+            f"{np.ravel(np.asarray(potential)).tolist()} at the initial values of sites "
+            f"{list(self._layout.names)}, so the chain cannot start there. Pass "
+            "`init_params` (to `MCMC.run`) with values of positive probability."
         )
 
     def _sample_one(
