@@ -50,29 +50,73 @@ def impossible_start_model():
 @pytest.mark.parametrize(
     "make_kernel, args, init_params, message",
     [
-        (lambda: ALBP(continuous_model), (), None,
-         "ALBP found no discrete latent sites in the model"),
-        (lambda: ALBP(mixed_model), (), None,
-         "continuous latent sites 'w' (Normal). Sample them beside ALBP with numpyro's Gibbs"),
-        (lambda: LBP(categorical_model), (), None,
-         "Site 'c' (CategoricalProbs with support IntegerInterval(lower_bound=0, "
-         "upper_bound=2)) is not binary"),
-        (lambda: LBP(binary_model, num_flips=4), (), None,
-         "`num_flips=4` exceeds the number of discrete coordinates (3)"),
-        (lambda: LBP(indexing_model, weights="gradient"), (), None,
-         "cannot be differentiated in the discrete values of sites ['x']"),
-        (lambda: LBP(binary_model), (), {"y": jnp.zeros(3, jnp.int32)},
-         "`init_params` has sites ['y'] that LBP does not sample"),
-        (lambda: LBP(binary_model), (), {"x": jnp.zeros(4, jnp.int32)},
-         "`init_params['x']` has shape (4,), but site 'x' has shape (3,)"),
-        (lambda: LBP(impossible_start_model), (), {"x": jnp.zeros(3, jnp.int32)},
-         "the potential energy is [inf] at the initial values of sites ['x']"),
-        (lambda: ALBP(potential_fn=lambda z: jnp.nan * jnp.sum(z["x"])), (),
-         {"x": jnp.zeros(3, jnp.int32)}, "the potential energy is [nan]"),
-        (lambda: ALBP(potential_fn=lambda z: jnp.sum(z["x"])), (), None,
-         "ALBP with `potential_fn` needs `init_params`"),
-        (lambda: ALBP(potential_fn=lambda z: jnp.sum(z["x"])), (),
-         {"x": jnp.array([0, 2, 1])}, "`init_params['x']` has values outside {0, 1}"),
+        (
+            lambda: ALBP(continuous_model),
+            (),
+            None,
+            "ALBP found no discrete latent sites in the model",
+        ),
+        (
+            lambda: ALBP(mixed_model),
+            (),
+            None,
+            "continuous latent sites 'w' (Normal). Sample them beside ALBP with numpyro's Gibbs",
+        ),
+        (
+            lambda: LBP(categorical_model),
+            (),
+            None,
+            "Site 'c' (CategoricalProbs with support IntegerInterval(lower_bound=0, "
+            "upper_bound=2)) is not binary",
+        ),
+        (
+            lambda: LBP(binary_model, num_flips=4),
+            (),
+            None,
+            "`num_flips=4` exceeds the number of discrete coordinates (3)",
+        ),
+        (
+            lambda: LBP(indexing_model, weights="gradient"),
+            (),
+            None,
+            "cannot be differentiated in the discrete values of sites ['x']",
+        ),
+        (
+            lambda: LBP(binary_model),
+            (),
+            {"y": jnp.zeros(3, jnp.int32)},
+            "`init_params` has sites ['y'] that LBP does not sample",
+        ),
+        (
+            lambda: LBP(binary_model),
+            (),
+            {"x": jnp.zeros(4, jnp.int32)},
+            "`init_params['x']` has shape (4,), but site 'x' has shape (3,)",
+        ),
+        (
+            lambda: LBP(impossible_start_model),
+            (),
+            {"x": jnp.zeros(3, jnp.int32)},
+            "the potential energy is [inf] at the initial values of sites ['x']",
+        ),
+        (
+            lambda: ALBP(potential_fn=lambda z: jnp.nan * jnp.sum(z["x"])),
+            (),
+            {"x": jnp.zeros(3, jnp.int32)},
+            "the potential energy is [nan]",
+        ),
+        (
+            lambda: ALBP(potential_fn=lambda z: jnp.sum(z["x"])),
+            (),
+            None,
+            "ALBP with `potential_fn` needs `init_params`",
+        ),
+        (
+            lambda: ALBP(potential_fn=lambda z: jnp.sum(z["x"])),
+            (),
+            {"x": jnp.array([0, 2, 1])},
+            "`init_params['x']` has values outside {0, 1}",
+        ),
     ],
 )
 def test_errors_at_init(make_kernel, args, init_params, message):
@@ -84,22 +128,34 @@ def test_errors_at_init(make_kernel, args, init_params, message):
     "make_kernel, message",
     [
         (lambda: LBP(), "LBP needs exactly one of `model` or `potential_fn`"),
-        (lambda: LBP(binary_model, potential_fn=lambda z: 0.0),
-         "LBP needs exactly one of `model` or `potential_fn`"),
+        (
+            lambda: LBP(binary_model, potential_fn=lambda z: 0.0),
+            "LBP needs exactly one of `model` or `potential_fn`",
+        ),
         (lambda: LBP(binary_model, num_flips=0), "`num_flips` must be an integer >= 1"),
         (lambda: LBP(binary_model, num_flips=2.5), "`num_flips` must be an integer >= 1"),
-        (lambda: LBP(binary_model, balancing="gaussian"),
-         "Unknown balancing function 'gaussian'; choose one of ['barker', 'sqrt']"),
+        (
+            lambda: LBP(binary_model, balancing="gaussian"),
+            "Unknown balancing function 'gaussian'; choose one of ['barker', 'sqrt']",
+        ),
         (lambda: ALBP(binary_model, weights="hessian"), "unknown `weights='hessian'`"),
-        (lambda: ALBP(binary_model, target_accept_prob=1.0),
-         "`target_accept_prob` must lie in (0, 1), got 1.0"),
-        (lambda: ALBP(binary_model, target_accept_prob=-0.2),
-         "`target_accept_prob` must lie in (0, 1)"),
+        (
+            lambda: ALBP(binary_model, target_accept_prob=1.0),
+            "`target_accept_prob` must lie in (0, 1), got 1.0",
+        ),
+        (
+            lambda: ALBP(binary_model, target_accept_prob=-0.2),
+            "`target_accept_prob` must lie in (0, 1)",
+        ),
         (lambda: ALBP(binary_model, init_num_flips=0.5), "`init_num_flips` must be >= 1"),
-        (lambda: ALBP(binary_model, max_num_flips=0),
-         "`max_num_flips` must be None or an integer >= 1"),
-        (lambda: ALBP(binary_model, init_num_flips=5, max_num_flips=3),
-         "`init_num_flips=5` exceeds `max_num_flips=3`"),
+        (
+            lambda: ALBP(binary_model, max_num_flips=0),
+            "`max_num_flips` must be None or an integer >= 1",
+        ),
+        (
+            lambda: ALBP(binary_model, init_num_flips=5, max_num_flips=3),
+            "`init_num_flips=5` exceeds `max_num_flips=3`",
+        ),
     ],
 )
 def test_errors_at_construction(make_kernel, message):
@@ -121,8 +177,14 @@ def test_auto_weights_fall_back_to_exact_for_index_use():
 
 def test_non_finite_start_is_caught_for_vectorized_chains():
     kernel = ALBP(potential_fn=lambda z: jnp.log(jnp.sum(z["x"]) - 1.0))
-    mcmc = MCMC(kernel, num_warmup=2, num_samples=2, num_chains=2,
-                chain_method="vectorized", progress_bar=False)
+    mcmc = MCMC(
+        kernel,
+        num_warmup=2,
+        num_samples=2,
+        num_chains=2,
+        chain_method="vectorized",
+        progress_bar=False,
+    )
     init = {"x": jnp.array([[1, 1, 1], [0, 0, 0]], jnp.int32)}
     with pytest.raises(ValueError, match=re.escape("potential energy is [0.693")):
         mcmc.run(random.key(0), init_params=init)

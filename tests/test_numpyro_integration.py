@@ -114,12 +114,14 @@ def test_potential_fn_mode_with_chain_axis():
     def potential_fn(z):
         return -jnp.sum(z["a"] * logits - jnp.logaddexp(0.0, logits))
 
-    mcmc = _mcmc(LBP(potential_fn=potential_fn, num_flips=2), num_chains=2,
-                 chain_method="sequential", num_samples=3000)
-    mcmc.run(random.key(7), init_params={"a": jnp.zeros((2, 8), jnp.int32)})
-    np.testing.assert_allclose(
-        mcmc.get_samples()["a"].mean(0), jax.nn.sigmoid(logits), atol=0.05
+    mcmc = _mcmc(
+        LBP(potential_fn=potential_fn, num_flips=2),
+        num_chains=2,
+        chain_method="sequential",
+        num_samples=3000,
     )
+    mcmc.run(random.key(7), init_params={"a": jnp.zeros((2, 8), jnp.int32)})
+    np.testing.assert_allclose(mcmc.get_samples()["a"].mean(0), jax.nn.sigmoid(logits), atol=0.05)
 
 
 def mixed_model(y):

@@ -61,9 +61,9 @@ def lbp_transition_matrix(log_pi, num_coords, path_length, balancing, weights, l
         log_accept = log_p_y - log_p_x + log_q_reverse - log_q_forward
         return y, log_q_forward, jnp.minimum(log_accept, 0.0), log_q_reverse - log_q_explicit
 
-    ys, log_q, log_a, reverse_gap = jax.vmap(
-        lambda x: jax.vmap(lambda c: move(x, c))(coords)
-    )(states)
+    ys, log_q, log_a, reverse_gap = jax.vmap(lambda x: jax.vmap(lambda c: move(x, c))(coords))(
+        states
+    )
     np.testing.assert_allclose(reverse_gap, 0.0, atol=1e-12)
     num_states = states.shape[0]
     matrix = np.zeros((num_states, num_states))
@@ -142,8 +142,7 @@ def test_albp_frozen_scale_is_a_mixture_of_lbp_kernels(x64):
     num_coords, draws = 4, 20000
     log_pi = random_binary_target(num_coords, seed=11)
     matrices = [
-        lbp_transition_matrix(log_pi, num_coords, r, "sqrt", "gradient", r)[0]
-        for r in (1, 2)
+        lbp_transition_matrix(log_pi, num_coords, r, "sqrt", "gradient", r)[0] for r in (1, 2)
     ]
     mixture = 0.5 * (matrices[0] + matrices[1])
     kernel = ALBP(potential_fn=lambda z: -log_pi(z["x"]), init_num_flips=1.5)
@@ -152,7 +151,7 @@ def test_albp_frozen_scale_is_a_mixture_of_lbp_kernels(x64):
     sample = jax.jit(jax.vmap(lambda s: kernel.sample(s, (), None)))
     counts = np.zeros_like(mixture)
     for row, x in enumerate(states):
-        init = jax.vmap(lambda k: kernel.init(k, 0, {"x": jnp.asarray(x)}, (), None))
+        init = jax.vmap(lambda k, x=x: kernel.init(k, 0, {"x": jnp.asarray(x)}, (), None))
         new_state = sample(init(random.split(random.key(100 + row), draws)))
         np.testing.assert_allclose(new_state.num_flips, 1.5)
         np.add.at(counts[row], np.asarray(state_index(new_state.z["x"])), 1)

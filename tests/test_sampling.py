@@ -8,8 +8,8 @@ from jax import random
 import jax.numpy as jnp
 
 import numpyro
-import numpyro.distributions as dist
 from numpyro.diagnostics import effective_sample_size
+import numpyro.distributions as dist
 from numpyro.infer import MCMC
 from numpyro.infer.util import log_density
 
@@ -80,7 +80,7 @@ def _enumerated_moments(model, sites, shapes, *args):
 
     def log_joint(flat):
         values, start = {}, 0
-        for name, shape, size in zip(sites, shapes, sizes):
+        for name, shape, size in zip(sites, shapes, sizes, strict=True):
             values[name] = flat[start : start + size].reshape(shape)
             start += size
         return log_density(model, args, {}, values)[0]
@@ -116,9 +116,9 @@ def test_numpyro_model_moments(kernel_cls):
     )
     mcmc.run(random.key(2), y)
     samples = mcmc.get_samples(group_by_chain=True)
-    flat = np.concatenate(
-        [np.asarray(samples["z"]), np.asarray(samples["w"])], axis=-1
-    ).astype(float)
+    flat = np.concatenate([np.asarray(samples["z"]), np.asarray(samples["w"])], axis=-1).astype(
+        float
+    )
     mean = flat.mean((0, 1))
     ess = effective_sample_size(flat)
     mcse = flat.std((0, 1)) / np.sqrt(ess)

@@ -32,8 +32,7 @@ def get_balancing(name: str) -> LogBalancing:
     """The log balancing function called `name`; raises with the valid names otherwise."""
     if name not in BALANCING_FUNCTIONS:
         raise ValueError(
-            f"Unknown balancing function {name!r}; choose one of "
-            f"{sorted(BALANCING_FUNCTIONS)}."
+            f"Unknown balancing function {name!r}; choose one of {sorted(BALANCING_FUNCTIONS)}."
         )
     return BALANCING_FUNCTIONS[name]
 

@@ -118,9 +118,7 @@ def top_k_buckets(max_path_length: int) -> tuple[int, ...]:
     return tuple(buckets)
 
 
-def sample_path(
-    rng_key: jax.Array, log_w: jax.Array, path_length: jax.Array, length: int
-) -> Path:
+def sample_path(rng_key: jax.Array, log_w: jax.Array, path_length: jax.Array, length: int) -> Path:
     """
     Draw an ordered path of ``path_length`` distinct coordinates and their candidates.
 
@@ -174,9 +172,7 @@ def path_log_prob(log_w: jax.Array, path: Path, reverse: bool = False) -> jax.Ar
     return jnp.sum(terms)
 
 
-def apply_path(
-    position: jax.Array, path: Path, neighbourhood: Neighbourhood
-) -> jax.Array:
+def apply_path(position: jax.Array, path: Path, neighbourhood: Neighbourhood) -> jax.Array:
     """Move every active coordinate of `path` to its chosen candidate value."""
     candidates = neighbourhood.candidates(position)
     if candidates.shape[1] == 1:
@@ -218,9 +214,7 @@ def _pad(path: Path, length: int) -> Path:
 
 
 def _truncate(path: Path, length: int) -> Path:
-    return Path(
-        path.coords[:length], path.choices[:length], path.active[:length], path.on_path
-    )
+    return Path(path.coords[:length], path.choices[:length], path.active[:length], path.on_path)
 
 
 def build_kernel(
@@ -278,9 +272,7 @@ def build_kernel(
         # coordinates (possible only when R exceeds the coordinates of positive weight),
         # rejects rather than letting NaN or inf reach the state.
         log_accept = log_p_y - state.log_density + log_q_reverse - log_q_forward
-        is_valid = (
-            jnp.isfinite(log_p_y) & jnp.isfinite(log_q_forward) & ~jnp.isnan(log_accept)
-        )
+        is_valid = jnp.isfinite(log_p_y) & jnp.isfinite(log_q_forward) & ~jnp.isnan(log_accept)
         log_accept = jnp.where(is_valid, log_accept, -jnp.inf)
         accept_prob = jnp.exp(jnp.minimum(log_accept, 0.0))
         is_accepted = jnp.log(random.uniform(key_accept)) < log_accept

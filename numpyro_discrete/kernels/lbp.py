@@ -187,9 +187,7 @@ class LBP(MCMCKernel):
     def _initial_scale(self) -> float:
         return float(self._num_flips)
 
-    def _adapt_scale(
-        self, i: jax.Array, scale: jax.Array, accept_prob: jax.Array
-    ) -> jax.Array:
+    def _adapt_scale(self, i: jax.Array, scale: jax.Array, accept_prob: jax.Array) -> jax.Array:
         return scale
 
     # --- numpyro protocol ---------------------------------------------------------------
@@ -254,18 +252,14 @@ class LBP(MCMCKernel):
         self._has_deterministic = any(
             site["type"] == "deterministic" for site in model_trace.values()
         )
-        self._prepared_model = _prepare_model_for_potential(
-            model, model_trace, enum=self._enum
-        )
+        self._prepared_model = _prepare_model_for_potential(model, model_trace, enum=self._enum)
         return model_trace
 
     def _resolve_weights(self, model_args: tuple, model_kwargs: Mapping | None) -> None:
         if self._weights == "exact":
             self.weights_mode = "exact"
             return
-        available = gradient_is_available(
-            self._log_joint(model_args, model_kwargs), self._layout
-        )
+        available = gradient_is_available(self._log_joint(model_args, model_kwargs), self._layout)
         if self._weights == "gradient" and not available:
             raise ValueError(
                 f"{type(self).__name__}: the log density cannot be differentiated in the "
@@ -291,7 +285,7 @@ class LBP(MCMCKernel):
                 f"`init_params` has sites {unknown} that {type(self).__name__} does not "
                 f"sample; its sites are {list(layout.names)}."
             )
-        for name, shape in zip(layout.names, layout.shapes):
+        for name, shape in zip(layout.names, layout.shapes, strict=True):
             if name in values and tuple(jnp.shape(values[name])) != shape:
                 raise ValueError(
                     f"`init_params[{name!r}]` has shape {tuple(jnp.shape(values[name]))}, "
@@ -425,9 +419,7 @@ class LBP(MCMCKernel):
     ) -> LBPState:
         """Recompute the potential energy and local log-ratios at ``state.z`` under the
         conditioning in `model_kwargs` (one evaluation with gradient, or ``N`` exact ones)."""
-        log_p, log_ratios = self._local_fn(model_args, model_kwargs)(
-            self._layout.flatten(state.z)
-        )
+        log_p, log_ratios = self._local_fn(model_args, model_kwargs)(self._layout.flatten(state.z))
         return state._replace(potential_energy=-log_p, log_ratios=log_ratios)
 
     def wrap_model(self, wrapper: Callable[[Callable], Callable]) -> "LBP":
@@ -448,9 +440,7 @@ class LBP(MCMCKernel):
         """Identity: discrete values are already constrained."""
         return identity
 
-    def postprocess_fn(
-        self, model_args: tuple, model_kwargs: Mapping[str, Any] | None
-    ) -> Callable:
+    def postprocess_fn(self, model_args: tuple, model_kwargs: Mapping[str, Any] | None) -> Callable:
         """Identity on the discrete sites, plus the model's deterministic sites if any."""
         if self._model is None or not self._has_deterministic:
             return identity
@@ -549,8 +539,7 @@ class ALBP(LBP):
             )
         if max_num_flips is not None and init_num_flips > max_num_flips:
             raise ValueError(
-                f"ALBP: `init_num_flips={init_num_flips}` exceeds "
-                f"`max_num_flips={max_num_flips}`."
+                f"ALBP: `init_num_flips={init_num_flips}` exceeds `max_num_flips={max_num_flips}`."
             )
         super().__init__(model, potential_fn, balancing=balancing, weights=weights)
         self._target_accept_prob = float(target_accept_prob)
@@ -566,9 +555,7 @@ class ALBP(LBP):
     def _initial_scale(self) -> float:
         return min(self._init_num_flips, self._max_scale)
 
-    def _adapt_scale(
-        self, i: jax.Array, scale: jax.Array, accept_prob: jax.Array
-    ) -> jax.Array:
+    def _adapt_scale(self, i: jax.Array, scale: jax.Array, accept_prob: jax.Array) -> jax.Array:
         # Alg. 2: Robbins-Monro on R_t during warmup only; frozen afterwards.
         return lax.cond(
             i < self._num_warmup,

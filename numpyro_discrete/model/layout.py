@@ -61,7 +61,7 @@ class SiteLayout:
         out = {}
         start = 0
         for name, shape, size, site_dtype in zip(
-            self.names, self.shapes, self.sizes, self.dtypes
+            self.names, self.shapes, self.sizes, self.dtypes, strict=True
         ):
             value = flat[start : start + size].reshape(shape)
             out[name] = value.astype(site_dtype if dtype is None else dtype)
@@ -111,9 +111,7 @@ def layout_from_trace(
     return SiteLayout(
         names=tuple(sites),
         shapes=tuple(tuple(np.shape(model_trace[name]["value"])) for name in sites),
-        dtypes=tuple(
-            np.dtype(jnp.asarray(model_trace[name]["value"]).dtype) for name in sites
-        ),
+        dtypes=tuple(np.dtype(jnp.asarray(model_trace[name]["value"]).dtype) for name in sites),
     )
 
 

@@ -72,9 +72,7 @@ def potential_log_joint(potential_fn: Callable) -> SiteLogJoint:
     return log_joint
 
 
-def flat_log_density(
-    log_joint: SiteLogJoint, layout: SiteLayout, relaxed: bool
-) -> FlatLogDensity:
+def flat_log_density(log_joint: SiteLogJoint, layout: SiteLayout, relaxed: bool) -> FlatLogDensity:
     """
     ``log pi`` of the flat vector. `relaxed` casts the values to float first, so that the
     density can be differentiated in them; otherwise they keep the model's dtypes.
@@ -110,7 +108,5 @@ def local_fn_for(
 ) -> LocalFn:
     """The local log-ratio function for a resolved weight mode (``"gradient"``/``"exact"``)."""
     if weights == "gradient":
-        return gradient_local_fn(
-            flat_log_density(log_joint, layout, relaxed=True), neighbourhood
-        )
+        return gradient_local_fn(flat_log_density(log_joint, layout, relaxed=True), neighbourhood)
     return exact_local_fn(flat_log_density(log_joint, layout, relaxed=False), neighbourhood)

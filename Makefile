@@ -1,0 +1,34 @@
+# Developer entry points. `make demo` and `make test` work on a fresh machine with
+# Python >= 3.10 and pip: the first target that needs it creates `.venv` and installs the
+# package with its `dev` extras (jax, numpyro, pytest, ruff, matplotlib, ...).
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+# written after a successful install; redone when the package metadata changes
+STAMP := $(VENV)/.installed-dev
+BENCH_ARGS ?=
+
+.PHONY: venv demo test lint bench
+
+venv: $(STAMP)
+
+$(STAMP): setup.cfg pyproject.toml
+	@if [ ! -x $(BIN)/python ]; then \
+		echo "creating $(VENV) with $(PYTHON)"; \
+		$(PYTHON) -m venv $(VENV) && $(BIN)/python -m pip install --upgrade pip; \
+	fi
+	$(BIN)/python -m pip install -e ".[dev]"
+	@touch $@
+
+demo: venv
+	$(BIN)/python examples/ising.py --out outputs
+
+test: venv
+	$(BIN)/python -m pytest -q
+
+lint: venv
+	$(BIN)/python -m ruff check .
+
+bench: venv
+	$(BIN)/python -m benchmarks.bench_binary $(BENCH_ARGS)

@@ -1,0 +1,1 @@
+"""Benchmarks of numpyro-discrete against numpyro's samplers (not part of the package)."""

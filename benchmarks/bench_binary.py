@@ -1,0 +1,685 @@
+"""
+Benchmark: ALBP and LBP-1 against numpyro's DiscreteGibbs on binary targets
+==========================================================================
+
+Runs, in one process and side by side, five samplers on two targets of Sun, Dai and
+Schuurmans (2022, Appendix D; built in :mod:`benchmarks.targets`):
+
+- targets: ``bernoulli`` (``N = 800`` independent coordinates, C2: ``p_i ~ U[0.15, 0.85]``)
+  and ``ising`` (``p = 50``, 2500 coordinates on an open lattice, C2:
+  ``(c, lambda) = (0.3, 0.15)``), both plain numpyro models with one binary site ``"x"``
+  (``--config`` selects C1 or C3 instead, ``--bernoulli-n`` and ``--ising-p`` the sizes);
+- samplers: ``ALBP`` with the ``sqrt`` and ``barker`` balancing functions (path length
+  ``R`` adapted during warmup towards acceptance 0.574, then frozen), ``LBP`` with
+  ``num_flips=1`` (Gibbs-with-Gradients) with both balancings, and numpyro's
+  ``DiscreteGibbs`` (one systematic sweep over all coordinates, in a random order, per
+  step), each through ``numpyro.infer.MCMC(..., progress_bar=False)``.
+
+Metrics (all computed after warmup, over every chain):
+
+- **acc** - mean of the kernel's ``accept_prob`` (``min(1, A)``); n/a for DiscreteGibbs,
+  whose conditional updates are always accepted.
+- **R** - mean of ``num_flips``, the real path-length scale ``R_t`` (constant after warmup);
+  n/a for DiscreteGibbs.
+- **EJD** - expected jump distance: mean Hamming distance between consecutive draws,
+  computed from the samples (a rejected step counts 0).
+- **ESS mean / ESS min** - ``numpyro.diagnostics.effective_sample_size`` of every
+  coordinate (draws shaped ``(chains, draws, coords)``), averaged and minimised over the
+  coordinates whose ESS is defined (a coordinate that never moved has none; the count of
+  those is in the JSON as ``num_undefined_ess``).
+- **ESS Ham.** - ESS of the Hamming distance to a fixed random reference state (one per
+  target, drawn from ``--seed``), the statistic the seeds' code reports.
+- **compile s / sampling s** - see *Timing* below. **warmup s** (JSON) is the wall time of
+  ``mcmc.warmup``, compilation included.
+- **minESS/s, HamESS/s** - ESS min and ESS Ham. per second of sampling time.
+- **x Gibbs** - those two rates divided by DiscreteGibbs's on the same target.
+- **EJD ratio** (second table) - EJD of ALBP over EJD of LBP-1 with the same balancing,
+  next to the paper's value (its Tables 5 and 8 normalise EJD by LBP-1) and whether it is
+  within 15% of it. The paper's values are for its own sizes and configurations; other
+  sizes get "n/a".
+
+Timing
+------
+numpyro's ``MCMC.run`` re-traces and re-compiles its sampling loop on every call (its
+``fori_collect`` jits a fresh wrapper each time), so timing one ``run`` would mix
+compilation into the sampling time. This script therefore
+
+1. enables JAX's persistent compilation cache in a fresh temporary directory (deleted at
+   exit; nothing is reused across processes), so that a second ``run`` of the same
+   program only re-traces it and loads the compiled executable;
+2. runs ``mcmc.warmup`` (timed as "warmup s", compilation included);
+3. draws the post-warmup samples in ``--num-chunks`` equal consecutive chunks, each one
+   ``mcmc.run`` started from the previous chunk's last state
+   (``mcmc.post_warmup_state = mcmc.last_state``), timed up to
+   ``jax.block_until_ready`` on the samples. The first chunk compiles the sampling loop;
+   the others load it from the cache.
+
+With chunk times ``t_1..t_K``: **compile s** ``= t_1 - median(t_2..t_K)`` and
+**sampling s** ``= sum(t_2..t_K) + median(t_2..t_K)`` (chunk 1's sampling replaced by a
+typical compiled chunk). One exception: when the warmup is exactly one chunk long (as with
+the defaults and ``--quick``), numpyro's warmup loop is the very program of the sampling
+loop (same loop length, same collected fields), so it is compiled during the warmup and
+every chunk is a compiled run: then **compile s** ``= warmup s - median(t_2..t_K)`` and
+**sampling s** ``= sum(t_1..t_K)`` (``compiled_in_warmup`` in the JSON). In both cases
+compile s is the first run of the sampling program minus a typical compiled run of the
+same length. Every chunk's time still includes numpyro's per-``run`` overhead (re-tracing
+the loop, loading the cached executable: about 0.2-0.5 s on two CPU cores), which is not
+removed: it understates the rate of the fastest samplers (LBP-1) a little. Every sample
+drawn counts in the metrics; the chain is continuous across chunks.
+
+On a shared machine the wall times are noisy; the JSON records the per-chunk times.
+
+Usage (from the repository root)::
+
+    python -m benchmarks.bench_binary                 # full size, about 15 min on 2 cores
+    python -m benchmarks.bench_binary --quick         # smoke test, tiny sizes
+    python -m benchmarks.bench_binary --targets ising --num-samples 4000 --out-dir /tmp/b
+
+Outputs: the markdown tables on stdout, and ``bench_binary.json`` and ``bench_binary.md``
+in ``--out-dir`` (default ``benchmarks/results``).
+
+**References:**
+
+1. *Optimal Scaling for Locally Balanced Proposals in Discrete Spaces*, Haoran Sun,
+   Hanjun Dai, Dale Schuurmans (2022)
+"""
+
+import argparse
+from collections.abc import Callable, Iterator, Sequence
+import contextlib
+from dataclasses import asdict, dataclass
+import json
+import math
+import os
+from pathlib import Path
+import platform
+import statistics
+import subprocess
+import tempfile
+import time
+from typing import Any
+import warnings
+
+import numpy as np
+
+import jax
+from jax import random
+from jax.experimental.compilation_cache import compilation_cache
+
+import numpyro
+from numpyro.diagnostics import effective_sample_size
+from numpyro.infer import MCMC, DiscreteGibbs
+from numpyro.infer.mcmc import MCMCKernel
+
+import numpyro_discrete
+from numpyro_discrete import ALBP, LBP
+
+from benchmarks.targets import Target, bernoulli_target, ising_target
+
+DEFAULT_OUT_DIR = Path(__file__).resolve().parent / "results"
+SITE = "x"
+GIBBS = "DiscreteGibbs"
+
+#: EJD of ALBP normalised by LBP-1 (same balancing), Sun, Dai and Schuurmans (2022):
+#: Table 5 (Bernoulli, N = 100, 800, 6400) and Table 8 (Ising, p = 20, 50, 100).
+PAPER_EJD_RATIO: dict[tuple[str, str], float] = {
+    ("bernoulli-100-C1", "barker"): 24.05,
+    ("bernoulli-100-C2", "barker"): 19.16,
+    ("bernoulli-100-C3", "barker"): 15.96,
+    ("bernoulli-800-C1", "barker"): 100.25,
+    ("bernoulli-800-C2", "barker"): 78.63,
+    ("bernoulli-800-C3", "barker"): 64.47,
+    ("bernoulli-6400-C1", "barker"): 416.55,
+    ("bernoulli-6400-C2", "barker"): 324.59,
+    ("bernoulli-6400-C3", "barker"): 266.73,
+    ("bernoulli-100-C1", "sqrt"): 23.40,
+    ("bernoulli-100-C2", "sqrt"): 17.88,
+    ("bernoulli-100-C3", "sqrt"): 13.59,
+    ("bernoulli-800-C1", "sqrt"): 96.96,
+    ("bernoulli-800-C2", "sqrt"): 72.39,
+    ("bernoulli-800-C3", "sqrt"): 53.28,
+    ("bernoulli-6400-C1", "sqrt"): 401.94,
+    ("bernoulli-6400-C2", "sqrt"): 297.95,
+    ("bernoulli-6400-C3", "sqrt"): 218.09,
+    ("ising-20-C1", "barker"): 43.42,
+    ("ising-20-C2", "barker"): 30.99,
+    ("ising-20-C3", "barker"): 23.50,
+    ("ising-50-C1", "barker"): 141.01,
+    ("ising-50-C2", "barker"): 96.23,
+    ("ising-50-C3", "barker"): 69.54,
+    ("ising-100-C1", "barker"): 338.14,
+    ("ising-100-C2", "barker"): 219.73,
+    ("ising-100-C3", "barker"): 152.05,
+    ("ising-20-C1", "sqrt"): 43.85,
+    ("ising-20-C2", "sqrt"): 31.83,
+    ("ising-20-C3", "sqrt"): 24.32,
+    ("ising-50-C1", "sqrt"): 146.02,
+    ("ising-50-C2", "sqrt"): 105.43,
+    ("ising-50-C3", "sqrt"): 79.82,
+    ("ising-100-C1", "sqrt"): 364.76,
+    ("ising-100-C2", "sqrt"): 261.05,
+    ("ising-100-C3", "sqrt"): 195.65,
+}
+EJD_TOLERANCE = 0.15
+
+#: Sizes of the full run and of ``--quick``.
+FULL = {
+    "bernoulli_n": 800,
+    "ising_p": 50,
+    "num_warmup": 5000,
+    "num_samples": 20000,
+    "gibbs_num_warmup": 100,
+    "gibbs_num_samples": 1000,
+    "num_chunks": 4,
+}
+#: ``--quick`` makes each warmup as long as a sampling chunk, so that numpyro's warmup and
+#: sampling loops are the same program and each sampler compiles once (a smoke test whose
+#: time is mostly compilation).
+QUICK = {
+    "bernoulli_n": 8,
+    "ising_p": 3,
+    "num_warmup": 100,
+    "num_samples": 200,
+    "gibbs_num_warmup": 20,
+    "gibbs_num_samples": 40,
+    "num_chunks": 2,
+}
+
+
+@dataclass(frozen=True)
+class SamplerSpec:
+    """
+    - **name** - label in the tables, e.g. ``"ALBP-sqrt"``.
+    - **family** - ``"ALBP"``, ``"LBP-1"`` or ``"DiscreteGibbs"``.
+    - **balancing** - ``"sqrt"``, ``"barker"``, or None for DiscreteGibbs.
+    - **make** - ``model -> kernel``.
+    - **extra_fields** - state fields to collect besides the samples.
+    """
+
+    name: str
+    family: str
+    balancing: str | None
+    make: Callable[[Callable], MCMCKernel]
+    extra_fields: tuple[str, ...]
+
+
+def sampler_specs() -> list[SamplerSpec]:
+    """ALBP and LBP-1 with both balancings, then numpyro's DiscreteGibbs."""
+    fields = ("accept_prob", "num_flips", "num_changed")
+    specs = []
+    for balancing in ("sqrt", "barker"):
+        specs.append(
+            SamplerSpec(
+                f"ALBP-{balancing}",
+                "ALBP",
+                balancing,
+                lambda model, b=balancing: ALBP(model, balancing=b),
+                fields,
+            )
+        )
+        specs.append(
+            SamplerSpec(
+                f"LBP1-{balancing}",
+                "LBP-1",
+                balancing,
+                lambda model, b=balancing: LBP(model, num_flips=1, balancing=b),
+                fields,
+            )
+        )
+    # DiscreteGibbs's state has no acceptance or path length
+    specs.append(SamplerSpec(GIBBS, GIBBS, None, DiscreteGibbs, ()))
+    return specs
+
+
+@dataclass
+class Row:
+    """One (target, sampler) result; None where a metric does not apply."""
+
+    target: str
+    sampler: str
+    family: str
+    balancing: str | None
+    num_coords: int
+    num_chains: int
+    num_warmup: int
+    num_samples: int
+    acceptance: float | None
+    final_R: float | None
+    ejd: float
+    mean_num_changed: float | None
+    ess_mean: float
+    ess_min: float
+    num_undefined_ess: int
+    ess_hamming: float
+    warmup_s: float
+    compile_s: float
+    sampling_s: float
+    chunk_s: list[float]
+    compiled_in_warmup: bool
+    ess_min_per_s: float
+    ess_hamming_per_s: float
+    ess_min_per_s_vs_gibbs: float | None = None
+    ess_hamming_per_s_vs_gibbs: float | None = None
+
+
+# --- metrics ------------------------------------------------------------------------------
+
+
+def expected_jump_distance(draws: np.ndarray) -> float:
+    """Mean Hamming distance between consecutive draws ``(chains, draws, N)``."""
+    return float(np.mean(np.sum(draws[:, 1:] != draws[:, :-1], axis=-1)))
+
+
+def coordinate_ess(draws: np.ndarray, block: int = 256) -> np.ndarray:
+    """ESS of every coordinate of ``(chains, draws, N)`` draws, in blocks of coordinates
+    to bound the memory of the float64 copy; NaN/inf where a coordinate never moved."""
+    num_coords = draws.shape[-1]
+    blocks = []
+    with np.errstate(divide="ignore", invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for start in range(0, num_coords, block):
+            chunk = draws[..., start : start + block].astype(np.float64)
+            blocks.append(np.asarray(effective_sample_size(chunk)))
+    return np.concatenate(blocks)
+
+
+def hamming_ess(draws: np.ndarray, reference: np.ndarray) -> float:
+    """ESS of the Hamming distance of each draw to the fixed `reference` state."""
+    distance = np.sum(draws != reference, axis=-1).astype(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return float(effective_sample_size(distance))
+
+
+def _rate(ess: float, seconds: float) -> float:
+    return ess / seconds if seconds > 0 else math.nan
+
+
+# --- running ------------------------------------------------------------------------------
+
+
+def _chunk_timing(
+    chunk_s: Sequence[float], warmup_s: float, compiled_in_warmup: bool
+) -> tuple[float, float]:
+    """``(compile_s, sampling_s)`` from the wall times of the warmup and the chunks: the
+    first run of the sampling program (the warmup if it is the same program, otherwise
+    the first chunk) minus a typical compiled chunk, and the sampling time of every chunk
+    at the compiled rate."""
+    typical = statistics.median(chunk_s[1:])
+    if compiled_in_warmup:
+        return warmup_s - typical, sum(chunk_s)
+    return chunk_s[0] - typical, sum(chunk_s[1:]) + typical
+
+
+def run_sampler(
+    spec: SamplerSpec,
+    target: Target,
+    rng_key: jax.Array,
+    *,
+    num_warmup: int,
+    num_samples: int,
+    num_chunks: int,
+    num_chains: int,
+    reference: np.ndarray,
+) -> Row:
+    """Warm up, then sample in `num_chunks` timed chunks; compute every metric."""
+    chunk_size = math.ceil(num_samples / num_chunks)
+    mcmc = MCMC(
+        spec.make(target.model),
+        num_warmup=num_warmup,
+        num_samples=chunk_size,
+        num_chains=num_chains,
+        chain_method="sequential",
+        progress_bar=False,
+    )
+    start = time.perf_counter()
+    mcmc.warmup(rng_key, extra_fields=spec.extra_fields)
+    jax.block_until_ready(mcmc.post_warmup_state)
+    warmup_s = time.perf_counter() - start
+
+    draws, extras, chunk_s = [], [], []
+    for _ in range(num_chunks):
+        start = time.perf_counter()
+        mcmc.run(mcmc.post_warmup_state.rng_key, extra_fields=spec.extra_fields)
+        samples = jax.block_until_ready(mcmc.get_samples(group_by_chain=True)[SITE])
+        chunk_s.append(time.perf_counter() - start)
+        draws.append(np.asarray(samples).reshape(num_chains, chunk_size, -1))
+        fields = mcmc.get_extra_fields(group_by_chain=True)
+        extras.append({name: np.asarray(value) for name, value in fields.items()})
+        mcmc.post_warmup_state = mcmc.last_state
+    x = np.concatenate(draws, axis=1).astype(np.int8)  # (chains, draws, N)
+    extra = {k: np.concatenate([e[k] for e in extras], axis=1) for k in spec.extra_fields}
+
+    ess = coordinate_ess(x)
+    defined = np.isfinite(ess)
+    ess_mean = float(ess[defined].mean()) if defined.any() else math.nan
+    ess_min = float(ess[defined].min()) if defined.any() else math.nan
+    ess_ham = hamming_ess(x, reference)
+    # numpyro's warmup loop has `num_warmup` steps and buffers for `chunk_size` draws: the
+    # same program as a chunk when the two are equal
+    compiled_in_warmup = num_warmup == chunk_size
+    compile_s, sampling_s = _chunk_timing(chunk_s, warmup_s, compiled_in_warmup)
+
+    def mean_of(field: str) -> float | None:
+        return float(np.mean(extra[field])) if field in extra else None
+
+    return Row(
+        target=target.name,
+        sampler=spec.name,
+        family=spec.family,
+        balancing=spec.balancing,
+        num_coords=target.num_coords,
+        num_chains=num_chains,
+        num_warmup=num_warmup,
+        num_samples=x.shape[1],
+        acceptance=mean_of("accept_prob"),
+        final_R=mean_of("num_flips"),
+        ejd=expected_jump_distance(x),
+        mean_num_changed=mean_of("num_changed"),
+        ess_mean=ess_mean,
+        ess_min=ess_min,
+        num_undefined_ess=int((~defined).sum()),
+        ess_hamming=ess_ham,
+        warmup_s=warmup_s,
+        compile_s=compile_s,
+        sampling_s=sampling_s,
+        chunk_s=chunk_s,
+        compiled_in_warmup=compiled_in_warmup,
+        ess_min_per_s=_rate(ess_min, sampling_s),
+        ess_hamming_per_s=_rate(ess_ham, sampling_s),
+    )
+
+
+def add_gibbs_ratios(rows: list[Row]) -> None:
+    """Fill the ESS/s ratios to DiscreteGibbs on the same target, in place."""
+    gibbs = {row.target: row for row in rows if row.family == GIBBS}
+    for row in rows:
+        base = gibbs.get(row.target)
+        if base is None:
+            continue
+        row.ess_min_per_s_vs_gibbs = row.ess_min_per_s / base.ess_min_per_s
+        row.ess_hamming_per_s_vs_gibbs = row.ess_hamming_per_s / base.ess_hamming_per_s
+
+
+def ejd_ratios(rows: list[Row]) -> list[dict[str, Any]]:
+    """EJD of ALBP over LBP-1 per target and balancing, against the paper's value."""
+    by_key = {(row.target, row.family, row.balancing): row for row in rows}
+    out = []
+    for target in dict.fromkeys(row.target for row in rows):
+        for balancing in ("sqrt", "barker"):
+            albp = by_key.get((target, "ALBP", balancing))
+            lbp1 = by_key.get((target, "LBP-1", balancing))
+            if albp is None or lbp1 is None:
+                continue
+            ratio = albp.ejd / lbp1.ejd if lbp1.ejd > 0 else math.nan
+            paper = PAPER_EJD_RATIO.get((target, balancing))
+            relative = None if paper is None else ratio / paper - 1.0
+            out.append(
+                {
+                    "target": target,
+                    "balancing": balancing,
+                    "ejd_albp": albp.ejd,
+                    "ejd_lbp1": lbp1.ejd,
+                    "ratio": ratio,
+                    "paper": paper,
+                    "relative_difference": relative,
+                    "within_15pct": None
+                    if relative is None
+                    else bool(abs(relative) <= EJD_TOLERANCE),
+                }
+            )
+    return out
+
+
+# --- reporting ----------------------------------------------------------------------------
+
+
+def _fmt(value: float | None, digits: int = 3) -> str:
+    if value is None:
+        return "n/a"
+    if not math.isfinite(value):
+        return str(value)
+    if abs(value) >= 1000:
+        return f"{value:.0f}"
+    return f"{value:.{digits}g}"
+
+
+def markdown_report(rows: list[Row], ratios: list[dict[str, Any]], settings: dict) -> str:
+    """The two markdown tables, with a header line on the settings."""
+    lines = [
+        "## bench_binary",
+        "",
+        f"{settings['num_chains']} chain(s); LBP/ALBP: {settings['num_warmup']} warmup + "
+        f"{settings['num_samples']} samples; DiscreteGibbs: "
+        f"{settings['gibbs_num_warmup']} warmup + {settings['gibbs_num_samples']} samples "
+        f"(sweeps); {settings['num_chunks']} timed chunks; seed {settings['seed']}; "
+        f"{settings['cpu_count']} CPU(s), jax {jax.__version__}, "
+        f"numpyro {numpyro.__version__}.",
+        "",
+        "| target | sampler | draws | acc | R | EJD | ESS mean | ESS min | ESS Ham. "
+        "| compile s | sampling s | minESS/s | HamESS/s | x Gibbs (min) | x Gibbs (Ham.) |",
+        "|" + "---|" * 15,
+    ]
+    for row in rows:
+        cells = [
+            row.target,
+            row.sampler,
+            str(row.num_chains * row.num_samples),
+            _fmt(row.acceptance),
+            _fmt(row.final_R, 4),
+            _fmt(row.ejd, 4),
+            _fmt(row.ess_mean, 4),
+            _fmt(row.ess_min, 4),
+            _fmt(row.ess_hamming, 4),
+            _fmt(row.compile_s),
+            _fmt(row.sampling_s),
+            _fmt(row.ess_min_per_s),
+            _fmt(row.ess_hamming_per_s),
+            _fmt(row.ess_min_per_s_vs_gibbs),
+            _fmt(row.ess_hamming_per_s_vs_gibbs),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "EJD ratio ALBP / LBP-1 (same balancing) against Sun, Dai and Schuurmans (2022), "
+        f"Tables 5 and 8; within {EJD_TOLERANCE:.0%}?",
+        "",
+        "| target | balancing | EJD ALBP | EJD LBP-1 | ratio | paper | difference | within |",
+        "|" + "---|" * 8,
+    ]
+    for item in ratios:
+        relative = item["relative_difference"]
+        within = item["within_15pct"]
+        cells = [
+            item["target"],
+            item["balancing"],
+            _fmt(item["ejd_albp"], 4),
+            _fmt(item["ejd_lbp1"], 4),
+            _fmt(item["ratio"], 4),
+            _fmt(item["paper"], 4),
+            "n/a" if relative is None else f"{relative:+.1%}",
+            "n/a" if within is None else ("yes" if within else "no"),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _json_ready(value: Any) -> Any:
+    """Non-finite floats as strings, so that the file stays strict JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: _json_ready(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_ready(v) for v in value]
+    return value
+
+
+# --- entry point --------------------------------------------------------------------------
+
+
+_CACHE_OPTIONS = {
+    "jax_compilation_cache_dir": None,  # set to the temporary directory
+    "jax_persistent_cache_min_compile_time_secs": 0.0,
+    "jax_persistent_cache_min_entry_size_bytes": -1,
+}
+
+
+@contextlib.contextmanager
+def fresh_compilation_cache() -> Iterator[str]:
+    """JAX's persistent compilation cache in a new temporary directory, caching every
+    program; the previous settings are restored and the directory deleted on exit."""
+    previous = {name: getattr(jax.config, name) for name in _CACHE_OPTIONS}
+    with tempfile.TemporaryDirectory(prefix="bench_binary_jax_cache_") as path:
+        try:
+            for name, value in _CACHE_OPTIONS.items():
+                jax.config.update(name, path if value is None else value)
+            # the cache is switched on or off at the first compilation of the process
+            compilation_cache.reset_cache()
+            yield path
+        finally:
+            for name, value in previous.items():
+                jax.config.update(name, value)
+            compilation_cache.reset_cache()
+
+
+def _git_revision() -> str | None:
+    """The repository's commit, with ``+dirty`` for uncommitted changes to the package."""
+    root = Path(__file__).resolve().parents[1]
+
+    def git(*args: str) -> str:
+        out = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True)
+        out.check_returncode()
+        return out.stdout.strip()
+
+    try:
+        commit = git("rev-parse", "HEAD")
+        dirty = git("status", "--porcelain", "--", "numpyro_discrete")
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return commit + ("+dirty" if dirty else "")
+
+
+def build_targets(
+    names: Sequence[str], sizes: dict[str, int], config: str, seed: int
+) -> list[Target]:
+    """The requested targets in configuration `config`, parameters drawn from `seed`."""
+    builders = {
+        "bernoulli": lambda: bernoulli_target(sizes["bernoulli_n"], config, seed),
+        "ising": lambda: ising_target(sizes["ising_p"], config, seed),
+    }
+    return [builders[name]() for name in names]
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description="ALBP / LBP-1 / numpyro DiscreteGibbs on Bernoulli and Ising targets.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    targets = ["bernoulli", "ising"]
+    parser.add_argument("--targets", nargs="+", choices=targets, default=targets)
+    parser.add_argument("--num-warmup", type=int, help=f"LBP/ALBP (full: {FULL['num_warmup']})")
+    parser.add_argument("--num-samples", type=int, help=f"LBP/ALBP (full: {FULL['num_samples']})")
+    parser.add_argument(
+        "--gibbs-num-warmup", type=int, help=f"sweeps (full: {FULL['gibbs_num_warmup']})"
+    )
+    parser.add_argument(
+        "--gibbs-num-samples", type=int, help=f"sweeps (full: {FULL['gibbs_num_samples']})"
+    )
+    parser.add_argument(
+        "--num-chunks", type=int, help=f"timed chunks, >= 2 (full: {FULL['num_chunks']})"
+    )
+    parser.add_argument("--num-chains", type=int, default=1, help="run one after another")
+    parser.add_argument("--bernoulli-n", type=int, help=f"(full: {FULL['bernoulli_n']})")
+    parser.add_argument("--ising-p", type=int, help=f"(full: {FULL['ising_p']})")
+    parser.add_argument("--config", choices=["C1", "C2", "C3"], default="C2")
+    parser.add_argument("--seed", type=int, default=0, help="MCMC keys, Hamming reference")
+    parser.add_argument("--target-seed", type=int, default=0, help="target parameters")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes (smoke test)")
+    parser.add_argument("--out-dir", type=Path, default=DEFAULT_OUT_DIR)
+    args = parser.parse_args(argv)
+    defaults = QUICK if args.quick else FULL
+    for name, value in defaults.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    if args.num_chunks < 2:
+        parser.error("--num-chunks must be >= 2 (the first chunk absorbs compilation)")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Run the benchmark; returns what it writes to ``bench_binary.json``."""
+    args = parse_args(argv)
+
+    settings = {
+        name: getattr(args, name)
+        for name in [
+            *FULL,
+            "targets",
+            "config",
+            "num_chains",
+            "seed",
+            "target_seed",
+            "quick",
+        ]
+    }
+    settings["cpu_count"] = os.cpu_count()
+    rng = np.random.default_rng(args.seed)
+    rows: list[Row] = []
+    with fresh_compilation_cache():
+        for t_index, target in enumerate(
+            build_targets(args.targets, vars(args), args.config, args.target_seed)
+        ):
+            reference = rng.integers(0, 2, size=target.num_coords, dtype=np.int8)
+            for s_index, spec in enumerate(sampler_specs()):
+                is_gibbs = spec.family == GIBBS
+                key = random.fold_in(random.key(args.seed), 100 * t_index + s_index)
+                row = run_sampler(
+                    spec,
+                    target,
+                    key,
+                    num_warmup=args.gibbs_num_warmup if is_gibbs else args.num_warmup,
+                    num_samples=args.gibbs_num_samples if is_gibbs else args.num_samples,
+                    num_chunks=args.num_chunks,
+                    num_chains=args.num_chains,
+                    reference=reference,
+                )
+                print(
+                    f"[{target.name}] {spec.name}: {row.sampling_s:.1f} s sampling, "
+                    f"{row.compile_s:.1f} s compile, ESS min {row.ess_min:.1f}",
+                    flush=True,
+                )
+                rows.append(row)
+
+    add_gibbs_ratios(rows)
+    ratios = ejd_ratios(rows)
+    report = markdown_report(rows, ratios, settings)
+    print(report)
+
+    result = {
+        "settings": settings,
+        "environment": {
+            "jax": jax.__version__,
+            "numpyro": numpyro.__version__,
+            "numpyro_discrete": numpyro_discrete.__version__,
+            "git_revision": _git_revision(),
+            "python": platform.python_version(),
+            "machine": platform.machine(),
+            "backend": jax.default_backend(),
+        },
+        "timing": "t_k the wall time of chunk k; compile_s = t_1 - median(t_2..t_K) and "
+        "sampling_s = sum(t_2..t_K) + median(t_2..t_K), or, when compiled_in_warmup, "
+        "compile_s = warmup_s - median(t_2..t_K) and sampling_s = sum(t_1..t_K) (see the "
+        "module docstring)",
+        "rows": [asdict(row) for row in rows],
+        "ejd_ratios": ratios,
+    }
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    (args.out_dir / "bench_binary.json").write_text(
+        json.dumps(_json_ready(result), indent=2) + "\n"
+    )
+    (args.out_dir / "bench_binary.md").write_text(report)
+    return result
+
+
+if __name__ == "__main__":
+    main()
