@@ -62,16 +62,18 @@ loop (same loop length, same collected fields), so it is compiled during the war
 every chunk is a compiled run: then **compile s** ``= warmup s - median(t_2..t_K)`` and
 **sampling s** ``= sum(t_1..t_K)`` (``compiled_in_warmup`` in the JSON). In both cases
 compile s is the first run of the sampling program minus a typical compiled run of the
-same length. Every chunk's time still includes numpyro's per-``run`` overhead (re-tracing
-the loop, loading the cached executable: about 0.2-0.5 s on two CPU cores), which is not
-removed: it understates the rate of the fastest samplers (LBP-1) a little. Every sample
-drawn counts in the metrics; the chain is continuous across chunks.
+same length (kernel initialisation included; a value near 0 or below means that
+compilation took less than the run-to-run noise of the chunks). Every chunk's time still
+includes numpyro's per-``run`` overhead (re-tracing the loop, loading the cached
+executable: about 0.2-0.5 s on two CPU cores), which is not removed: it understates the
+rate of the fastest samplers (LBP-1) a little. Every sample drawn counts in the metrics;
+the chain is continuous across chunks.
 
 On a shared machine the wall times are noisy; the JSON records the per-chunk times.
 
 Usage (from the repository root)::
 
-    python -m benchmarks.bench_binary                 # full size, about 15 min on 2 cores
+    python -m benchmarks.bench_binary                 # full size, 5-10 min on 2 cores
     python -m benchmarks.bench_binary --quick         # smoke test, tiny sizes
     python -m benchmarks.bench_binary --targets ising --num-samples 4000 --out-dir /tmp/b
 
@@ -570,32 +572,47 @@ def build_targets(
     return [builders[name]() for name in names]
 
 
+#: Help of the size options, whose defaults come from :data:`FULL` or :data:`QUICK`.
+_SIZE_HELP = {
+    "num_warmup": "warmup steps of LBP/ALBP",
+    "num_samples": "post-warmup draws of LBP/ALBP",
+    "gibbs_num_warmup": "warmup sweeps of DiscreteGibbs",
+    "gibbs_num_samples": "post-warmup sweeps (draws) of DiscreteGibbs",
+    "num_chunks": "timed sampling chunks, >= 2",
+    "bernoulli_n": "coordinates of the Bernoulli target",
+    "ising_p": "side of the Ising lattice",
+}
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        description="ALBP / LBP-1 / numpyro DiscreteGibbs on Bernoulli and Ising targets.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        description="ALBP / LBP-1 / numpyro DiscreteGibbs on Bernoulli and Ising targets."
     )
     targets = ["bernoulli", "ising"]
-    parser.add_argument("--targets", nargs="+", choices=targets, default=targets)
-    parser.add_argument("--num-warmup", type=int, help=f"LBP/ALBP (full: {FULL['num_warmup']})")
-    parser.add_argument("--num-samples", type=int, help=f"LBP/ALBP (full: {FULL['num_samples']})")
     parser.add_argument(
-        "--gibbs-num-warmup", type=int, help=f"sweeps (full: {FULL['gibbs_num_warmup']})"
+        "--targets", nargs="+", choices=targets, default=targets, help="default: both"
     )
+    for name, text in _SIZE_HELP.items():
+        parser.add_argument(
+            "--" + name.replace("_", "-"),
+            type=int,
+            help=f"{text} (default {FULL[name]}; --quick: {QUICK[name]})",
+        )
     parser.add_argument(
-        "--gibbs-num-samples", type=int, help=f"sweeps (full: {FULL['gibbs_num_samples']})"
+        "--num-chains", type=int, default=1, help="chains, run one after another (default 1)"
     )
+    parser.add_argument("--config", choices=["C1", "C2", "C3"], default="C2", help="default C2")
     parser.add_argument(
-        "--num-chunks", type=int, help=f"timed chunks, >= 2 (full: {FULL['num_chunks']})"
+        "--seed", type=int, default=0, help="MCMC keys and Hamming reference (default 0)"
     )
-    parser.add_argument("--num-chains", type=int, default=1, help="run one after another")
-    parser.add_argument("--bernoulli-n", type=int, help=f"(full: {FULL['bernoulli_n']})")
-    parser.add_argument("--ising-p", type=int, help=f"(full: {FULL['ising_p']})")
-    parser.add_argument("--config", choices=["C1", "C2", "C3"], default="C2")
-    parser.add_argument("--seed", type=int, default=0, help="MCMC keys, Hamming reference")
-    parser.add_argument("--target-seed", type=int, default=0, help="target parameters")
-    parser.add_argument("--quick", action="store_true", help="tiny sizes (smoke test)")
-    parser.add_argument("--out-dir", type=Path, default=DEFAULT_OUT_DIR)
+    parser.add_argument("--target-seed", type=int, default=0, help="target parameters (default 0)")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes, a smoke test")
+    parser.add_argument(
+        "--out-dir",
+        type=Path,
+        default=DEFAULT_OUT_DIR,
+        help="folder of bench_binary.json and bench_binary.md (default benchmarks/results)",
+    )
     args = parser.parse_args(argv)
     defaults = QUICK if args.quick else FULL
     for name, value in defaults.items():

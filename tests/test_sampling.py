@@ -126,20 +126,34 @@ def test_numpyro_model_moments(kernel_cls):
 
 
 def test_albp_tunes_acceptance_and_freezes_scale():
-    """1000-coordinate product Bernoulli: acceptance after warmup is 0.574 +- 0.03 and the
-    path-length scale does not move after warmup."""
+    """
+    1000-coordinate product Bernoulli, four chains: acceptance after warmup is 0.574 +- 0.03
+    averaged over the chains (each chain within +- 0.05: the frozen R of one chain carries
+    the noise of its own warmup, about +- 0.02 in acceptance), and the path-length scale
+    does not move after warmup.
+    """
     probs = random.uniform(random.key(0), (1000,), minval=0.15, maxval=0.85)
 
     def model():
         numpyro.sample("x", dist.Bernoulli(probs))
 
-    mcmc = MCMC(ALBP(model), num_warmup=2000, num_samples=2000, progress_bar=False)
+    mcmc = MCMC(
+        ALBP(model),
+        num_warmup=2000,
+        num_samples=1000,
+        num_chains=4,
+        chain_method="vectorized",
+        progress_bar=False,
+    )
     mcmc.run(random.key(3), extra_fields=("accept_prob", "num_flips", "num_changed"))
-    extra = mcmc.get_extra_fields()
-    assert abs(float(extra["accept_prob"].mean()) - 0.574) < 0.03
-    assert np.ptp(np.asarray(extra["num_flips"])) == 0
-    assert float(extra["num_flips"][0]) > 10
+    extra = mcmc.get_extra_fields(group_by_chain=True)
+    accept = np.asarray(extra["accept_prob"]).mean(1)
+    assert abs(accept.mean() - 0.574) < 0.03, accept
+    assert np.all(np.abs(accept - 0.574) < 0.05), accept
+    scale = np.asarray(extra["num_flips"])
+    assert np.all(np.ptp(scale, axis=1) == 0)
+    assert np.all(scale[:, 0] > 10)
     # and the samples are right: every marginal within 5 Monte Carlo standard errors
-    x = np.asarray(mcmc.get_samples()["x"], float)
-    mcse = x.std(0) / np.sqrt(effective_sample_size(x[None]))
-    assert np.all(np.abs(x.mean(0) - np.asarray(probs)) < 5 * mcse)
+    x = np.asarray(mcmc.get_samples(group_by_chain=True)["x"], float)
+    mcse = x.std((0, 1)) / np.sqrt(effective_sample_size(x))
+    assert np.all(np.abs(x.mean((0, 1)) - np.asarray(probs)) < 5 * mcse)

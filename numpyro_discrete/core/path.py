@@ -33,6 +33,7 @@ from jax.scipy.special import logsumexp
 
 from numpyro_discrete.core.balancing import LogBalancing, log_weights
 from numpyro_discrete.core.local_ratios import LocalFn, Neighbourhood
+from numpyro_discrete.core.noise import gumbel
 
 __all__ = [
     "PathInfo",
@@ -130,9 +131,7 @@ def sample_path(rng_key: jax.Array, log_w: jax.Array, path_length: jax.Array, le
     key_coords, key_choices = random.split(rng_key)
     num_coords, num_candidates = log_w.shape
     # Alg. 1, lines 3-5: sequential draws without replacement == Gumbel-top-R, ordered.
-    perturbed = _coordinate_log_weights(log_w) + random.gumbel(
-        key_coords, (num_coords,), log_w.dtype
-    )
+    perturbed = _coordinate_log_weights(log_w) + gumbel(key_coords, num_coords, log_w.dtype)
     coords = lax.top_k(perturbed, length)[1]
     if num_candidates == 1:
         choices = jnp.zeros(length, dtype=jnp.int32)

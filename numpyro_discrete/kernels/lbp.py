@@ -55,6 +55,8 @@ class LBPState(NamedTuple):
     - **num_flips** - the real path-length scale ``R_t``; each step uses its probabilistic
       rounding (mean ``R_t``). Constant for :class:`LBP`, adapted during warmup and frozen
       after it for :class:`ALBP`.
+    - **mean_num_flips** - average of ``R_t`` over the second half of warmup, the value
+      :class:`ALBP` freezes ``R_t`` at when warmup ends (equal to ``num_flips`` for LBP).
     - **num_changed** - number of coordinates this step changed (0 when rejected).
     - **rng_key** - random key for the next step.
     """
@@ -66,6 +68,7 @@ class LBPState(NamedTuple):
     accept_prob: jax.Array
     mean_accept_prob: jax.Array
     num_flips: jax.Array
+    mean_num_flips: jax.Array
     num_changed: jax.Array
     rng_key: jax.Array
 
@@ -187,8 +190,10 @@ class LBP(MCMCKernel):
     def _initial_scale(self) -> float:
         return float(self._num_flips)
 
-    def _adapt_scale(self, i: jax.Array, scale: jax.Array, accept_prob: jax.Array) -> jax.Array:
-        return scale
+    def _adapt_scale(
+        self, state: "LBPState", accept_prob: jax.Array
+    ) -> tuple[jax.Array, jax.Array]:
+        return state.num_flips, state.mean_num_flips
 
     # --- numpyro protocol ---------------------------------------------------------------
 
@@ -318,6 +323,7 @@ class LBP(MCMCKernel):
             accept_prob=jnp.zeros((), float_dtype),
             mean_accept_prob=jnp.zeros((), float_dtype),
             num_flips=jnp.asarray(self._initial_scale(), float_dtype),
+            mean_num_flips=jnp.asarray(self._initial_scale(), float_dtype),
             num_changed=jnp.array(0),
             rng_key=key_chain,
         )
@@ -381,7 +387,7 @@ class LBP(MCMCKernel):
         core, info = self._step(
             key_step, core, self._local_fn(model_args, model_kwargs), path_length
         )
-        num_flips = self._adapt_scale(state.i, state.num_flips, info.acceptance_rate)
+        num_flips, mean_num_flips = self._adapt_scale(state, info.acceptance_rate)
         itr = state.i + 1
         # restart the running mean after warmup
         n = jnp.where(state.i < self._num_warmup, itr, itr - self._num_warmup)
@@ -396,6 +402,7 @@ class LBP(MCMCKernel):
             accept_prob=info.acceptance_rate,
             mean_accept_prob=mean_accept_prob,
             num_flips=num_flips,
+            mean_num_flips=mean_num_flips,
             num_changed=info.num_changed,
             rng_key=key_next,
         )
@@ -473,9 +480,10 @@ class ALBP(LBP):
     warmup so that the acceptance rate reaches `target_accept_prob` (0.574 is optimal for
     locally balanced proposals: the optimal ``R`` then grows like ``N^(2/3)``). The
     real-valued scale ``R_t`` follows ``R_{t+1} = clip(R_t + a_t - target, 1, R_max)``
-    during warmup and is frozen after it; every step uses the path length
-    ``floor(R_t) + Bernoulli(R_t - floor(R_t))``, so that each post-warmup step is an
-    exact mixture of LBP-R kernels.
+    during warmup (Alg. 2) and is frozen after it, at its average over the second half of
+    warmup (the recursion's gain is constant, so the last iterate alone is noisy); every
+    step uses the path length ``floor(R_t) + Bernoulli(R_t - floor(R_t))``, so that each
+    post-warmup step is an exact mixture of LBP-R kernels.
 
     **References:**
 
@@ -555,13 +563,19 @@ class ALBP(LBP):
     def _initial_scale(self) -> float:
         return min(self._init_num_flips, self._max_scale)
 
-    def _adapt_scale(self, i: jax.Array, scale: jax.Array, accept_prob: jax.Array) -> jax.Array:
+    def _adapt_scale(self, state: LBPState, accept_prob: jax.Array) -> tuple[jax.Array, jax.Array]:
         # Alg. 2: Robbins-Monro on R_t during warmup only; frozen afterwards.
         return lax.cond(
-            i < self._num_warmup,
-            lambda s: adaptation.update_scale(
-                s, accept_prob, self._target_accept_prob, self._max_scale
+            state.i < self._num_warmup,
+            lambda s: adaptation.adapt_scale(
+                s.i,
+                s.num_flips,
+                s.mean_num_flips,
+                accept_prob,
+                self._num_warmup,
+                self._target_accept_prob,
+                self._max_scale,
             ),
-            lambda s: s,
-            scale,
+            lambda s: (s.num_flips, s.mean_num_flips),
+            state,
         )

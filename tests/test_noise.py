@@ -1,0 +1,41 @@
+import numpy as np
+import pytest
+from scipy import stats
+
+import jax
+from jax import random
+import jax.numpy as jnp
+
+from numpyro_discrete.core.noise import gumbel
+
+
+@pytest.mark.parametrize(
+    "key",
+    [random.key(3), random.PRNGKey(3), random.key(3, impl="rbg")],
+    ids=["typed-threefry", "raw-threefry", "rbg"],
+)
+def test_gumbel_draws_are_standard_gumbel(key):
+    draws = np.asarray(gumbel(key, 100001, jnp.float32))
+    assert np.all(np.isfinite(draws))
+    assert stats.kstest(draws, "gumbel_r").pvalue > 1e-3
+
+
+def test_gumbel_keys_give_independent_streams():
+    a = np.asarray(gumbel(random.key(0), 50000, jnp.float32))
+    b = np.asarray(gumbel(random.fold_in(random.key(0), 1), 50000, jnp.float32))
+    assert abs(stats.pearsonr(a, b).statistic) < 0.02
+    # consecutive draws of one stream are independent too
+    assert abs(stats.pearsonr(a[:-1], a[1:]).statistic) < 0.02
+
+
+def test_gumbel_float64_falls_back_to_jax(x64):
+    draws = gumbel(random.key(0), 10, jnp.float64)
+    assert draws.dtype == jnp.float64
+    np.testing.assert_array_equal(draws, random.gumbel(random.key(0), (10,), jnp.float64))
+
+
+def test_gumbel_under_jit_and_vmap():
+    keys = random.split(random.key(1), 4)
+    draws = jax.jit(jax.vmap(lambda k: gumbel(k, 7, jnp.float32)))(keys)
+    assert draws.shape == (4, 7)
+    assert len(np.unique(np.asarray(draws))) == 28
