@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 BENCH_ARGS ?=
 
-.PHONY: venv demo test lint bench
+.PHONY: venv demo test test-slow lint bench
 
 venv: $(STAMP)
 
@@ -26,6 +26,9 @@ demo: venv
 
 test: venv
 	$(BIN)/python -m pytest -q
+
+test-slow: venv
+	$(BIN)/python -m pytest -q -m slow
 
 lint: venv
 	$(BIN)/python -m ruff check .
