@@ -188,3 +188,14 @@ def test_non_finite_start_is_caught_for_vectorized_chains():
     init = {"x": jnp.array([[1, 1, 1], [0, 0, 0]], jnp.int32)}
     with pytest.raises(ValueError, match=re.escape("potential energy is [0.693")):
         mcmc.run(random.key(0), init_params=init)
+
+
+def test_even_path_length_on_binary_sites_warns():
+    """LBP-2 flips exactly two bits per step: sum(x) mod 2 is invariant, so the warning is
+    not a formality: a chain started at zeros only ever visits even-weight states."""
+    with pytest.warns(UserWarning, match="never changes the parity"):
+        mcmc = _run(LBP(binary_model, num_flips=2))
+    mcmc = MCMC(LBP(binary_model, num_flips=2), num_warmup=0, num_samples=200, progress_bar=False)
+    with pytest.warns(UserWarning):
+        mcmc.run(random.key(1), init_params={"x": jnp.zeros(3, jnp.int32)})
+    assert set(map(int, mcmc.get_samples()["x"].sum(1) % 2)) == {0}

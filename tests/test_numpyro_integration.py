@@ -47,7 +47,7 @@ def test_chain_methods(chain_method):
 
 
 def test_deterministic_sites_and_print_summary(capsys):
-    mcmc = _mcmc(LBP(product_model, num_flips=2))
+    mcmc = _mcmc(LBP(product_model, num_flips=3))
     mcmc.run(random.key(1))
     samples = mcmc.get_samples()
     np.testing.assert_array_equal(samples["total"], samples["x"].sum(-1))
@@ -115,7 +115,7 @@ def test_potential_fn_mode_with_chain_axis():
         return -jnp.sum(z["a"] * logits - jnp.logaddexp(0.0, logits))
 
     mcmc = _mcmc(
-        LBP(potential_fn=potential_fn, num_flips=2),
+        LBP(potential_fn=potential_fn, num_flips=3),
         num_chains=2,
         chain_method="sequential",
         num_samples=3000,
@@ -145,7 +145,7 @@ def test_refresh_matches_fresh_evaluation(weights):
     fresh `init` at the same values would."""
     from numpyro.infer.gibbs import conditioned
 
-    kernel = LBP(mixed_model, num_flips=2, weights=weights).wrap_model(conditioned)
+    kernel = LBP(mixed_model, num_flips=3, weights=weights).wrap_model(conditioned)
     y = jnp.array(1.0)
     z = {"z": jnp.array([1, 0, 1], jnp.int32)}
     state = kernel.init(random.key(0), 0, z, (y,), with_conditioning({}, {"mu": 0.0}))

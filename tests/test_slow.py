@@ -26,11 +26,11 @@ def _iid_tv_quantile(pi, num_draws, quantile=0.99, reps=200, seed=0):
 @pytest.mark.parametrize(
     "kernel_fn",
     [
-        lambda pot: LBP(potential_fn=pot, num_flips=2, balancing="barker"),
+        lambda pot: LBP(potential_fn=pot, num_flips=3, balancing="barker"),
         lambda pot: ALBP(potential_fn=pot),
         lambda pot: ALBP(potential_fn=pot, weights="exact"),
     ],
-    ids=["LBP-2-barker", "ALBP", "ALBP-exact"],
+    ids=["LBP-3-barker", "ALBP", "ALBP-exact"],
 )
 def test_total_variation_14_coordinates(kernel_fn):
     """16384 states; same tolerance rule as the fast test (99% quantile of the TV of

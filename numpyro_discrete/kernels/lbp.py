@@ -4,6 +4,7 @@ and :class:`ALBP` (path length adapted during warmup)."""
 from collections.abc import Callable, Mapping
 import copy
 from typing import Any, NamedTuple
+import warnings
 
 import numpy as np
 
@@ -184,6 +185,14 @@ class LBP(MCMCKernel):
             raise ValueError(
                 f"LBP: `num_flips={self._num_flips}` exceeds the number of discrete "
                 f"coordinates ({num_coords}); use `num_flips <= {num_coords}`."
+            )
+        if self._num_flips % 2 == 0:
+            # every step flips exactly R binary coordinates, so sum(x) mod 2 never changes
+            warnings.warn(
+                f"LBP with an even `num_flips={self._num_flips}` on binary sites never "
+                "changes the parity of the number of ones, so the chain cannot leave the "
+                "half of the state space it starts in. Use an odd `num_flips`, or ALBP.",
+                stacklevel=2,
             )
         return self._num_flips
 
