@@ -50,3 +50,12 @@ def exact_distribution(log_pi, states: np.ndarray) -> np.ndarray:
     log_p = np.asarray(jax.vmap(log_pi)(jnp.asarray(states)), dtype=np.float64)
     p = np.exp(log_p - log_p.max())
     return p / p.sum()
+
+
+def iid_tv_quantile(pi, num_draws, quantile=0.99, reps=200, seed=0):
+    """The `quantile` of the total variation between `pi` and the empirical distribution of
+    `num_draws` independent exact draws."""
+    rng = np.random.default_rng(seed)
+    counts = rng.multinomial(num_draws, pi, size=reps)
+    tvs = 0.5 * np.abs(counts / num_draws - pi).sum(1)
+    return float(np.quantile(tvs, quantile))

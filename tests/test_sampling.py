@@ -15,18 +15,15 @@ from numpyro.infer.util import log_density
 
 from numpyro_discrete import ALBP, LBP
 
-from exact import all_binary_states, exact_distribution, random_binary_target, state_index
+from exact import (
+    all_binary_states,
+    exact_distribution,
+    iid_tv_quantile,
+    random_binary_target,
+    state_index,
+)
 
 NUM_COORDS = 10
-
-
-def _iid_tv_quantile(pi, num_draws, quantile=0.99, reps=200, seed=0):
-    """The `quantile` of the total variation between `pi` and the empirical distribution of
-    `num_draws` independent exact draws."""
-    rng = np.random.default_rng(seed)
-    counts = rng.multinomial(num_draws, pi, size=reps)
-    tvs = 0.5 * np.abs(counts / num_draws - pi).sum(1)
-    return float(np.quantile(tvs, quantile))
 
 
 @pytest.mark.parametrize(
@@ -65,7 +62,7 @@ def test_total_variation_to_enumerated_target(kernel_fn):
     mcmc.run(random.key(1), init_params=init)
     draws = np.asarray(state_index(mcmc.get_samples()["x"]))
     empirical = np.bincount(draws, minlength=len(pi)) / len(draws)
-    tolerance = _iid_tv_quantile(pi, len(draws) // 5)
+    tolerance = iid_tv_quantile(pi, len(draws) // 5)
     marginals = pi @ states
     product = np.prod(np.where(states == 1, marginals, 1 - marginals), axis=1)
     assert tolerance < 0.5 * np.abs(pi - product).sum()

@@ -12,15 +12,15 @@ from numpyro.infer import MCMC
 
 from numpyro_discrete import ALBP, LBP
 
-from exact import all_binary_states, exact_distribution, random_binary_target, state_index
+from exact import (
+    all_binary_states,
+    exact_distribution,
+    iid_tv_quantile,
+    random_binary_target,
+    state_index,
+)
 
 pytestmark = pytest.mark.slow
-
-
-def _iid_tv_quantile(pi, num_draws, quantile=0.99, reps=200, seed=0):
-    rng = np.random.default_rng(seed)
-    counts = rng.multinomial(num_draws, pi, size=reps)
-    return float(np.quantile(0.5 * np.abs(counts / num_draws - pi).sum(1), quantile))
 
 
 @pytest.mark.parametrize(
@@ -49,7 +49,7 @@ def test_total_variation_14_coordinates(kernel_fn):
     mcmc.run(random.key(0), init_params={"x": jnp.zeros((num_chains, num_coords), jnp.int32)})
     draws = np.asarray(state_index(mcmc.get_samples()["x"]))
     empirical = np.bincount(draws, minlength=len(pi)) / len(draws)
-    assert 0.5 * np.abs(empirical - pi).sum() < _iid_tv_quantile(pi, len(draws) // 5)
+    assert 0.5 * np.abs(empirical - pi).sum() < iid_tv_quantile(pi, len(draws) // 5)
 
 
 @pytest.mark.parametrize("seed", range(6))
