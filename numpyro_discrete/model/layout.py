@@ -68,9 +68,6 @@ class SiteLayout:
             start += size
         return out
 
-    def coordinate_sites(self) -> np.ndarray:
-        """For each flat coordinate, the index of its site in :attr:`names`."""
-        return np.repeat(np.arange(len(self.names)), self.sizes)
 
 
 def is_binary_support(support: constraints.Constraint) -> bool:
