@@ -69,7 +69,6 @@ class SiteLayout:
         return out
 
 
-
 def is_binary_support(support: constraints.Constraint) -> bool:
     """Whether `support` is ``{0, 1}``: ``boolean`` or a concrete integer interval [0, 1]."""
     if support is constraints.boolean:
