@@ -2,6 +2,7 @@
 proposals with gradients, multi-site path moves, and adaptive path lengths."""
 
 from numpyro_discrete.kernels.lbp import ALBP, LBP, LBPState
+from numpyro_discrete.kernels.lbp_gibbs import LBPGibbs, LBPGibbsState
 
-__all__ = ["ALBP", "LBP", "LBPState"]
+__all__ = ["ALBP", "LBP", "LBPGibbs", "LBPGibbsState", "LBPState"]
 __version__ = "0.1.0"

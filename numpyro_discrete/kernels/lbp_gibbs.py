@@ -1,0 +1,235 @@
+"""numpyro kernel for mixed discrete / continuous models: :class:`LBPGibbs`, the discrete
+sites moved by a locally balanced kernel (:class:`~numpyro_discrete.ALBP` by default) and the
+continuous ones by an inner ``HMC``/``NUTS``, one sweep of each per step, as a two-block
+instance of numpyro's composable :class:`~numpyro.infer.gibbs.Gibbs`."""
+
+from collections.abc import Mapping
+from typing import Any
+
+import jax
+from jax import random
+
+from numpyro.infer.gibbs import (
+    Gibbs,
+    GibbsState,
+    conditioned,
+    discrete_latent_sites,
+    latent_sample_sites,
+    prototype_trace,
+)
+from numpyro.infer.hmc import HMC, HMCState
+from numpyro.infer.mcmc import MCMCKernel
+from numpyro.util import is_prng_key
+
+from numpyro_discrete.kernels.lbp import ALBP
+
+__all__ = ["LBPGibbs", "LBPGibbsState"]
+
+
+class LBPGibbsState(GibbsState):
+    """
+    State of :class:`LBPGibbs`: numpyro's :class:`~numpyro.infer.gibbs.GibbsState` with two
+    blocks, the discrete kernel's state first and the inner HMC/NUTS state second.
+
+    - **z** - dict of the current values of all latent sites: discrete sites as the model
+      draws them (integers), continuous sites in the inner kernel's unconstrained space
+      (``MCMC.get_samples`` returns them constrained).
+    - **block_states** - ``(discrete_state, hmc_state)``.
+    - **rng_key** - random key for the next step.
+
+    Properties, usable as ``extra_fields`` of :meth:`~numpyro.infer.MCMC.run`:
+
+    - **discrete_state** - the discrete kernel's state (``LBPState`` for ``LBP``/``ALBP``),
+      so ``"discrete_state.<field>"`` reaches any of its fields.
+    - **hmc_state** - the inner kernel's :data:`~numpyro.infer.hmc.HMCState`, so
+      ``"hmc_state.<field>"`` reaches any of its fields, e.g. ``"hmc_state.accept_prob"``,
+      ``"hmc_state.num_steps"``, ``"hmc_state.adapt_state.step_size"``.
+    - **accept_prob**, **mean_accept_prob**, **num_flips**, **num_changed** - shortcuts to
+      the fields of the same names of the *discrete* state (the names of the standalone
+      ``LBP``/``ALBP`` kernels).
+    - **diverging** - shortcut to ``hmc_state.diverging`` (collected by default, as for
+      ``NUTS``, so that :meth:`~numpyro.infer.MCMC.print_summary` counts divergences).
+    """
+
+    __slots__ = ()
+
+    @property
+    def discrete_state(self) -> Any:
+        return self.block_states[0]
+
+    @property
+    def hmc_state(self) -> HMCState:
+        return self.block_states[1]
+
+    @property
+    def accept_prob(self) -> jax.Array:
+        return self.discrete_state.accept_prob
+
+    @property
+    def mean_accept_prob(self) -> jax.Array:
+        return self.discrete_state.mean_accept_prob
+
+    @property
+    def num_flips(self) -> jax.Array:
+        return self.discrete_state.num_flips
+
+    @property
+    def num_changed(self) -> jax.Array:
+        return self.discrete_state.num_changed
+
+    @property
+    def diverging(self) -> jax.Array:
+        return self.hmc_state.diverging
+
+
+class LBPGibbs(Gibbs):
+    """
+    Locally balanced proposals within Gibbs, for models with both discrete and continuous
+    latent sites. Each step runs one step of a discrete kernel (by default :class:`ALBP`, the
+    locally balanced path proposal whose length ``R`` is adapted during warmup [1, 2]) on the
+    discrete sites given the continuous ones, then one step of the inner ``HMC``/``NUTS`` on
+    the continuous sites given the discrete ones. Each block's cached potential and gradient
+    (or local log-ratios) are recomputed when the other block has moved, so both are exact
+    Metropolis-Hastings (or HMC) moves on their conditional and the sweep leaves the joint
+    posterior invariant. Warmup adapts both: ``R`` of the discrete kernel, the step size and
+    mass matrix of the inner kernel (each on its own conditional).
+
+    It is the two-block composite
+    ``Gibbs([(discrete_kernel, discrete_latent_sites), (inner_kernel, None)])`` of numpyro's
+    :class:`~numpyro.infer.gibbs.Gibbs`, like numpyro's
+    :class:`~numpyro.infer.hmc_gibbs.DiscreteHMCGibbs` with its one-coordinate-at-a-time
+    Gibbs sweep replaced by a gradient-informed multi-coordinate move, plus checks of the
+    model at ``init`` and a state whose fields reach both blocks (see
+    :class:`LBPGibbsState`). The progress bar shows both kernels' diagnostics. Sites marked
+    ``infer={"enumerate": "parallel"}`` are summed out by both blocks.
+
+    .. note:: ``chain_method="vectorized"`` is not supported (numpyro's ``Gibbs`` takes one
+        random key); use ``"parallel"`` or ``"sequential"``. Leave the inner kernel's
+        ``find_heuristic_step_size=False`` (its default): the heuristic would tune the step
+        size to the initial discrete values only.
+
+    **References:**
+
+    1. *Optimal Scaling for Locally Balanced Proposals in Discrete Spaces*, Haoran Sun,
+       Hanjun Dai, Dale Schuurmans (2022)
+    2. *Path Auxiliary Proposal for MCMC in Discrete Space*, Haoran Sun, Hanjun Dai, Wei Xia,
+       Arun Ramamurthy (2021)
+    3. *The No-U-Turn Sampler: Adaptively Setting Path Lengths in Hamiltonian Monte Carlo*,
+       Matthew D. Hoffman, Andrew Gelman (2014)
+
+    :param inner_kernel: a :class:`~numpyro.infer.hmc.HMC` or :class:`~numpyro.infer.hmc.NUTS`
+        built from the model; it samples every latent site that is not discrete.
+    :param discrete_kernel: the kernel of the discrete sites, built on the same model
+        callable (e.g. ``LBP(model, num_flips=3)`` or ``ALBP(model, balancing="barker")``);
+        any :class:`~numpyro.infer.mcmc.MCMCKernel` that implements ``refresh`` and
+        ``wrap_model``. Defaults to ``ALBP(inner_kernel.model)``.
+
+    **Example**
+
+    .. doctest::
+
+        >>> import jax
+        >>> import numpyro
+        >>> import numpyro.distributions as dist
+        >>> from numpyro.infer import MCMC, NUTS
+        >>> from numpyro_discrete import LBPGibbs
+        ...
+        >>> def model():
+        ...     c = numpyro.sample("c", dist.Bernoulli(0.3))
+        ...     numpyro.sample("x", dist.Normal(2.0 * c, 1.0))
+        ...
+        >>> mcmc = MCMC(LBPGibbs(NUTS(model)), num_warmup=500, num_samples=4000,
+        ...             progress_bar=False)
+        >>> mcmc.run(jax.random.key(0), extra_fields=("accept_prob", "hmc_state.num_steps"))
+        >>> x = mcmc.get_samples()["x"]
+        >>> # x is the mixture 0.7 N(0, 1) + 0.3 N(2, 1): mean 0.6, variance 1.84
+        >>> assert abs(x.mean() - 0.6) < 0.15 and abs(x.var() - 1.84) < 0.3
+        >>> sorted(mcmc.get_extra_fields())
+        ['accept_prob', 'diverging', 'hmc_state.num_steps']
+    """
+
+    _state_cls = LBPGibbsState
+
+    def __init__(self, inner_kernel: HMC, *, discrete_kernel: MCMCKernel | None = None) -> None:
+        if not isinstance(inner_kernel, HMC):
+            raise ValueError(
+                f"LBPGibbs: `inner_kernel` must be numpyro's HMC or NUTS (it samples the "
+                f"continuous sites), got {type(inner_kernel).__name__}. For a model with "
+                "discrete sites only, use ALBP(model) instead of LBPGibbs."
+            )
+        model = inner_kernel.model
+        if model is None:
+            raise ValueError(
+                "LBPGibbs: `inner_kernel` was built from `potential_fn`; LBPGibbs needs a "
+                "model to tell discrete sites from continuous ones. Build it as NUTS(model)."
+            )
+        if discrete_kernel is None:
+            discrete_kernel = ALBP(model)
+        else:
+            name = type(discrete_kernel).__name__
+            if not isinstance(discrete_kernel, MCMCKernel) or isinstance(discrete_kernel, HMC):
+                raise ValueError(
+                    f"LBPGibbs: `discrete_kernel` must be a discrete MCMCKernel such as "
+                    f"LBP(model) or ALBP(model), got {name}."
+                )
+            if getattr(discrete_kernel, "model", None) is not model:
+                raise ValueError(
+                    f"LBPGibbs: `discrete_kernel` ({name}) must be built on the same model "
+                    "callable as `inner_kernel`, e.g. "
+                    f"LBPGibbs(NUTS(model), discrete_kernel={name}(model))."
+                )
+        super().__init__([(discrete_kernel, discrete_latent_sites), (inner_kernel, None)])
+        self.discrete_kernel, self.inner_kernel = self._kernels
+
+    @property
+    def default_fields(self) -> tuple[str, ...]:
+        return ("z", "diverging")
+
+    def _check_model(self, rng_key: jax.Array, model_args: tuple, model_kwargs: dict) -> None:
+        """Errors that name the sites and the fix, before numpyro's generic ones."""
+        model_trace = prototype_trace(conditioned(self._model), rng_key, model_args, model_kwargs)
+        discrete = discrete_latent_sites(model_trace)
+        continuous = [
+            name
+            for name in latent_sample_sites(model_trace)
+            if name not in discrete
+            and model_trace[name]["infer"].get("enumerate", "") != "parallel"
+        ]
+        if not discrete:
+            raise ValueError(
+                f"LBPGibbs found no discrete latent sites to sample (continuous latent sites: "
+                f"{continuous}; sites marked `infer={{'enumerate': 'parallel'}}` are summed "
+                "out, not sampled). Use NUTS(model) alone for this model."
+            )
+        if not continuous:
+            raise ValueError(
+                f"LBPGibbs found no continuous latent sites for its inner "
+                f"{type(self.inner_kernel).__name__} (discrete latent sites: "
+                f"{list(discrete)}). Use ALBP(model) alone for this model."
+            )
+        unsupported = [name for name in continuous if model_trace[name]["fn"].support.is_discrete]
+        if unsupported:
+            raise ValueError(
+                f"LBPGibbs: latent sites {unsupported} are discrete but have no enumerable "
+                "support, so neither the discrete kernel nor HMC can sample them. Give them "
+                "a finite support or condition the model on them."
+            )
+
+    def init(
+        self,
+        rng_key: jax.Array,
+        num_warmup: int,
+        init_params: Mapping[str, jax.Array] | None,
+        model_args: tuple,
+        model_kwargs: Mapping[str, Any] | None,
+    ) -> LBPGibbsState:
+        """Check the model (discrete and continuous sites present), then numpyro's
+        :meth:`Gibbs.init <numpyro.infer.gibbs.Gibbs.init>`: the discrete kernel is
+        initialised on the model conditioned on the continuous sites and vice versa.
+        ``init_params`` takes constrained values for discrete sites and unconstrained ones for
+        continuous sites, as numpyro's ``Gibbs`` does."""
+        kwargs = {} if model_kwargs is None else dict(model_kwargs)
+        # several keys (chain_method="vectorized") are refused by Gibbs.init, with its message
+        if is_prng_key(rng_key):
+            self._check_model(random.fold_in(rng_key, 2), model_args, kwargs)
+        return super().init(rng_key, num_warmup, init_params, model_args, kwargs)
