@@ -11,7 +11,7 @@ import numpyro
 import numpyro.distributions as dist
 from numpyro.infer import MCMC
 
-from numpyro_discrete import ALBP, LBP
+from numpyro_discrete import ALBP, LBP, SiteSupport
 
 
 def _run(kernel, *args, init_params=None):
@@ -29,8 +29,17 @@ def mixed_model():
     numpyro.sample("w", dist.Normal(z, 1.0))
 
 
-def categorical_model():
-    numpyro.sample("c", dist.Categorical(jnp.ones(3) / 3))
+def multinomial_model():
+    numpyro.sample("m", dist.Multinomial(4, jnp.ones(3) / 3))
+
+
+def poisson_model():
+    numpyro.sample("n", dist.Poisson(3.0).expand([2]))
+
+
+def index_by_poisson_model():
+    n = numpyro.sample("n", dist.Poisson(1.0))
+    numpyro.sample("y", dist.Normal(jnp.arange(5.0)[n], 1.0), obs=0.3)
 
 
 def binary_model():
@@ -63,11 +72,37 @@ def impossible_start_model():
             "continuous latent sites 'w' (Normal). Sample them beside ALBP with numpyro's Gibbs",
         ),
         (
-            lambda: LBP(categorical_model),
+            lambda: LBP(multinomial_model),
             (),
             None,
-            "Site 'c' (CategoricalProbs with support IntegerInterval(lower_bound=0, "
-            "upper_bound=2)) is not binary",
+            "Site 'm' (MultinomialProbs with support Multinomial()) is a multivariate "
+            "discrete distribution (event shape (3,))",
+        ),
+        (
+            lambda: LBP(poisson_model),
+            (),
+            {"n": jnp.array([1, -1])},
+            "`init_params` has values outside the support of sites 'n' (ordinal[0, inf])",
+        ),
+        (
+            lambda: LBP(index_by_poisson_model, weights="gradient"),
+            (),
+            None,
+            "cannot be differentiated in the values of site 'n'",
+        ),
+        (
+            lambda: LBP(binary_model, weights={"y": "exact"}),
+            (),
+            None,
+            "`weights` names sites ['y'] that it does not sample; its sites are ['x']",
+        ),
+        (
+            lambda: ALBP(
+                potential_fn=lambda z: jnp.sum(z["x"]), supports={"y": SiteSupport.binary()}
+            ),
+            (),
+            {"x": jnp.zeros(3, jnp.int32)},
+            "`supports` names sites ['y'] that are not in `init_params`",
         ),
         (
             lambda: LBP(binary_model, num_flips=4),
@@ -79,7 +114,7 @@ def impossible_start_model():
             lambda: LBP(indexing_model, weights="gradient"),
             (),
             None,
-            "cannot be differentiated in the discrete values of sites ['x']",
+            "cannot be differentiated in the values of site 'x'",
         ),
         (
             lambda: LBP(binary_model),
@@ -115,7 +150,8 @@ def impossible_start_model():
             lambda: ALBP(potential_fn=lambda z: jnp.sum(z["x"])),
             (),
             {"x": jnp.array([0, 2, 1])},
-            "`init_params['x']` has values outside {0, 1}",
+            "`init_params` has values outside the support of sites 'x' (binary(2 values)). "
+            "With `potential_fn`, ALBP treats sites as binary unless `supports` says otherwise",
         ),
     ],
 )
@@ -139,6 +175,19 @@ def test_errors_at_init(make_kernel, args, init_params, message):
             "Unknown balancing function 'gaussian'; choose one of ['barker', 'sqrt']",
         ),
         (lambda: ALBP(binary_model, weights="hessian"), "unknown `weights='hessian'`"),
+        (lambda: LBP(binary_model, weights={"x": "taylor"}), "unknown `weights={'x': 'taylor'}`"),
+        (lambda: LBP(binary_model, ordinal_window=0), "`ordinal_window` must be an integer >= 1"),
+        (
+            lambda: LBP(binary_model, supports={"x": SiteSupport.binary()}),
+            "`supports` is for `potential_fn` only",
+        ),
+        (
+            lambda: LBP(potential_fn=lambda z: 0.0, supports={"x": 3}),
+            "`supports` must map site names to `SiteSupport` objects",
+        ),
+        (lambda: SiteSupport.categorical(1), "needs an integer `num_categories >= 2`, got 1"),
+        (lambda: SiteSupport.ordinal(0.5, 3), "needs integer bounds, got lower=0.5"),
+        (lambda: SiteSupport.ordinal(3, 1), "`upper=1` is below `lower=3`"),
         (
             lambda: ALBP(binary_model, target_accept_prob=1.0),
             "`target_accept_prob` must lie in (0, 1), got 1.0",
@@ -171,7 +220,7 @@ def test_wrap_model_needs_a_model():
 def test_auto_weights_fall_back_to_exact_for_index_use():
     kernel = LBP(indexing_model)
     mcmc = _run(kernel)
-    assert kernel.weights_mode == "exact"
+    assert kernel.weights_mode == {"x": "exact"}
     assert mcmc.get_samples()["x"].shape == (2,)
 
 

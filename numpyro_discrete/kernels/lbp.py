@@ -13,21 +13,18 @@ from jax import lax, random
 import jax.numpy as jnp
 
 from numpyro.handlers import seed, substitute, trace
-from numpyro.infer.gibbs import (
-    conditioned,
-    discrete_latent_sites,
-    latent_sample_sites,
-    prototype_trace,
-)
+from numpyro.infer.gibbs import conditioned, latent_sample_sites, prototype_trace
 from numpyro.infer.mcmc import MCMCKernel
 from numpyro.infer.util import _prepare_model_for_potential
 from numpyro.util import identity, is_prng_key
 
 from numpyro_discrete.core import adaptation, path
 from numpyro_discrete.core.balancing import get_balancing
-from numpyro_discrete.core.local_ratios import binary_neighbourhood
+from numpyro_discrete.core.local_ratios import Neighbourhood, coordinate_neighbourhood
 from numpyro_discrete.model.layout import (
     SiteLayout,
+    SiteSupport,
+    discrete_sites,
     layout_from_params,
     layout_from_trace,
 )
@@ -81,12 +78,17 @@ def _site_summary(model_trace: Mapping[str, Any], names: list[str]) -> str:
 class LBP(MCMCKernel):
     """
     Locally balanced proposal with an auxiliary path of ``R`` distinct coordinates (LBP-R)
-    for the binary discrete latent sites of a model [1, 2]. Each step draws ``R`` coordinates
-    without replacement with probability proportional to their locally balanced weights
-    ``g(pi(x') / pi(x))`` (estimated from one gradient, or computed exactly), changes them
-    all, and applies a Metropolis-Hastings correction over the path. ``R = 1`` is
-    Gibbs-with-Gradients [3]. Each step costs two evaluations of the log density with its
-    gradient. For ``R`` tuned automatically, use :class:`ALBP`.
+    for the discrete latent sites of a model [1, 2]: binary, categorical and integer-valued
+    (ordinal) sites, in any mix of shapes. Each step draws ``R`` coordinates without
+    replacement with probability proportional to their locally balanced weights
+    ``sum_v g(pi(x^{j<-v}) / pi(x))`` (estimated from one gradient, or computed exactly),
+    moves each to a new value ``v`` drawn in proportion to its own weight, and applies a
+    Metropolis-Hastings correction over the path. ``R = 1`` is Gibbs-with-Gradients [3].
+    New values: a binary coordinate flips; a categorical one takes any other category; an
+    ordinal one moves within ``ordinal_window`` of its value, inside its support. Each step
+    costs two evaluations of the log density with its gradient (plus, for sites with exact
+    weights, one batched evaluation per neighbour). For ``R`` tuned automatically, use
+    :class:`ALBP`.
 
     **References:**
 
@@ -98,20 +100,31 @@ class LBP(MCMCKernel):
        Grathwohl, Kevin Swersky, Milad Hashemi, David Duvenaud, Chris J. Maddison (2021)
 
     :param model: Python callable containing numpyro primitives; all its latent sample
-        sites must be binary (Bernoulli, or any support ``{0, 1}``), except those marked
-        ``infer={"enumerate": "parallel"}``.
+        sites must be discrete and univariate (``Bernoulli``, ``Categorical``,
+        ``Binomial``, ``DiscreteUniform``, ``Poisson``, ``Geometric``, ...), except those
+        marked ``infer={"enumerate": "parallel"}``, which are summed out.
     :param potential_fn: instead of `model`, a callable returning the potential energy
-        (minus the log density) of a dict of binary arrays; ``init_params`` of
-        :meth:`~numpyro.infer.MCMC.run` gives their shapes and initial values. It receives
-        float-cast values when the kernel differentiates it.
+        (minus the log density) of a dict of integer arrays; ``init_params`` of
+        :meth:`~numpyro.infer.MCMC.run` gives their shapes and initial values. Sites are
+        binary unless `supports` says otherwise. It receives float-cast values for the
+        sites whose weights come from the gradient.
     :param int num_flips: path length ``R``, the number of coordinates changed per step.
     :param str balancing: ``"sqrt"`` (``g(t) = sqrt(t)``) or ``"barker"``
         (``g(t) = t / (1 + t)``).
-    :param str weights: how local ratios are computed: ``"gradient"`` (first-order Taylor
+    :param weights: how local ratios are computed: ``"gradient"`` (first-order Taylor
         expansion of the float-relaxed log density, one gradient per state), ``"exact"``
-        (every single-coordinate change evaluated, ``N`` batched evaluations per state) or
-        ``"auto"`` (gradient when the model can be differentiated in its discrete values,
-        otherwise exact). The choice is reported by :attr:`weights_mode` after ``init``.
+        (every single-coordinate change evaluated, ``sum_j (|S_j| - 1)`` batched
+        evaluations per state) or ``"auto"``; one mode for all sites or a dict per site
+        name. ``"auto"`` decides per site at ``init``: exact for categorical sites (their
+        values are unordered, so a gradient in the value means nothing) and for sites the
+        model cannot be differentiated in (a value used as an index, ``locs[z]``), the
+        gradient otherwise. The choice is reported by :attr:`weights_mode` (a dict
+        ``{site: "gradient" | "exact"}``) after ``init``. A binary or ordinal site used only
+        through comparisons (``z == 1``) has a zero gradient: give it ``"exact"``.
+    :param int ordinal_window: half-width of the window of new values around the current
+        value of an ordinal coordinate.
+    :param dict supports: with `potential_fn` only, the :class:`SiteSupport` of sites that
+        are not binary, e.g. ``{"s": SiteSupport.categorical(3)}``.
 
     **Example**
 
@@ -144,26 +157,49 @@ class LBP(MCMCKernel):
         *,
         num_flips: int = 1,
         balancing: str = "sqrt",
-        weights: str = "auto",
+        weights: str | Mapping[str, str] = "auto",
+        ordinal_window: int = 1,
+        supports: Mapping[str, SiteSupport] | None = None,
     ) -> None:
         name = type(self).__name__
         if (model is None) == (potential_fn is None):
             raise ValueError(f"{name} needs exactly one of `model` or `potential_fn`.")
+        if supports is not None and model is not None:
+            raise ValueError(
+                f"{name}: `supports` is for `potential_fn` only; with a model, supports "
+                "are read from the distributions of its sites."
+            )
+        if supports is not None and not all(
+            isinstance(support, SiteSupport) for support in dict(supports).values()
+        ):
+            raise ValueError(
+                f"{name}: `supports` must map site names to `SiteSupport` objects, e.g. "
+                "`{'s': SiteSupport.categorical(3), 'n': SiteSupport.ordinal(0, None)}`."
+            )
+        if not isinstance(ordinal_window, (int, np.integer)) or ordinal_window < 1:
+            raise ValueError(
+                f"{name}: `ordinal_window` must be an integer >= 1 (the largest change of an "
+                f"ordinal coordinate in one move), got {ordinal_window!r}."
+            )
         if not isinstance(num_flips, (int, np.integer)) or num_flips < 1:
             raise ValueError(
                 f"{name}: `num_flips` must be an integer >= 1 (the number of coordinates "
                 f"changed per step), got {num_flips!r}."
             )
         get_balancing(balancing)
-        if weights not in WEIGHT_MODES:
+        modes = weights.values() if isinstance(weights, Mapping) else [weights]
+        if not all(isinstance(mode, str) and mode in WEIGHT_MODES for mode in modes):
             raise ValueError(
-                f"{name}: unknown `weights={weights!r}`; choose one of {list(WEIGHT_MODES)}."
+                f"{name}: unknown `weights={weights!r}`; choose one of {list(WEIGHT_MODES)}, "
+                "or a dict mapping site names to them."
             )
         self._model = model
         self._potential_fn = potential_fn
         self._num_flips = int(num_flips)
         self._balancing = balancing
-        self._weights = weights
+        self._weights = dict(weights) if isinstance(weights, Mapping) else weights
+        self._ordinal_window = int(ordinal_window)
+        self._supports = None if supports is None else dict(supports)
         self._reset_init()
 
     def _reset_init(self) -> None:
@@ -172,21 +208,23 @@ class LBP(MCMCKernel):
         self._enum = False
         self._has_deterministic = False
         self._num_warmup = 0
-        self.weights_mode: str | None = None
+        self.weights_mode: dict[str, str] | None = None
         # closures rebuilt at every `init` (dropped when pickling)
+        self._neighbourhood: Neighbourhood | None = None
         self._prepared_model: Callable | None = None
         self._step: Callable | None = None
         self._sample_fn: Callable | None = None
 
     # --- hooks that ALBP overrides ------------------------------------------------------
 
-    def _max_path_length(self, num_coords: int) -> int:
+    def _max_path_length(self, layout: SiteLayout) -> int:
+        num_coords = layout.num_coords
         if self._num_flips > num_coords:
             raise ValueError(
                 f"LBP: `num_flips={self._num_flips}` exceeds the number of discrete "
                 f"coordinates ({num_coords}); use `num_flips <= {num_coords}`."
             )
-        if self._num_flips % 2 == 0:
+        if self._num_flips % 2 == 0 and layout.all_binary:
             # every step flips exactly R binary coordinates, so sum(x) mod 2 never changes
             warnings.warn(
                 f"LBP with an even `num_flips={self._num_flips}` on binary sites never "
@@ -227,7 +265,7 @@ class LBP(MCMCKernel):
             self.weights_mode,
             self._log_joint(model_args, model_kwargs),
             self._layout,
-            binary_neighbourhood,
+            self._neighbourhood,
         )
 
     def _setup_model(
@@ -236,7 +274,7 @@ class LBP(MCMCKernel):
         name = type(self).__name__
         model = conditioned(self._model)
         model_trace = prototype_trace(model, rng_key, model_args, model_kwargs)
-        sites = discrete_latent_sites(model_trace)
+        sites = discrete_sites(model_trace)
         enumerated = [
             site
             for site in latent_sample_sites(model_trace)
@@ -270,18 +308,37 @@ class LBP(MCMCKernel):
         return model_trace
 
     def _resolve_weights(self, model_args: tuple, model_kwargs: Mapping | None) -> None:
-        if self._weights == "exact":
-            self.weights_mode = "exact"
-            return
-        available = gradient_is_available(self._log_joint(model_args, model_kwargs), self._layout)
-        if self._weights == "gradient" and not available:
-            raise ValueError(
-                f"{type(self).__name__}: the log density cannot be differentiated in the "
-                f"discrete values of sites {list(self._layout.names)} (a value used as an "
-                "index, e.g. `locs[z]`, or in an integer-only operation). Use "
-                "`weights='exact'` or `weights='auto'`."
-            )
-        self.weights_mode = "gradient" if available else "exact"
+        name = type(self).__name__
+        layout = self._layout
+        requested = self._weights
+        if isinstance(requested, dict):
+            unknown = sorted(set(requested) - set(layout.names))
+            if unknown:
+                raise ValueError(
+                    f"{name}: `weights` names sites {unknown} that it does not sample; its "
+                    f"sites are {list(layout.names)}."
+                )
+            requested = {site: requested.get(site, "auto") for site in layout.names}
+        else:
+            requested = dict.fromkeys(layout.names, requested)
+        log_joint = self._log_joint(model_args, model_kwargs)
+        modes = {}
+        for site, support in zip(layout.names, layout.supports, strict=True):
+            mode = requested[site]
+            if mode == "auto" and support.kind == "categorical":
+                mode = "exact"
+            elif mode != "exact":
+                available = gradient_is_available(log_joint, layout, site)
+                if mode == "gradient" and not available:
+                    raise ValueError(
+                        f"{name}: the log density cannot be differentiated in the values of "
+                        f"site {site!r} (a value used as an index, e.g. `locs[{site}]`, or in "
+                        f"an integer-only operation). Use `weights='exact'` or "
+                        f"`weights='auto'` (or `weights={{{site!r}: 'exact'}}`)."
+                    )
+                mode = "gradient" if available else "exact"
+            modes[site] = mode
+        self.weights_mode = modes
 
     def _initial_values(
         self,
@@ -353,13 +410,20 @@ class LBP(MCMCKernel):
             self._setup_model(random.fold_in(key_trace, 1), model_args, model_kwargs)
         else:
             self._layout = layout_from_params(
-                init_params, type(self).__name__, batch_ndims=int(batched)
+                init_params, type(self).__name__, int(batched), self._supports
             )
-        self._resolve_weights(model_args, model_kwargs)
-        buckets = path.top_k_buckets(self._max_path_length(self._layout.num_coords))
-        self._step = path.build_kernel(
-            get_balancing(self._balancing), binary_neighbourhood, buckets
+        outside = self._layout.out_of_support(init_params or {})
+        if outside:
+            raise ValueError(
+                f"`init_params` has values outside the support of sites "
+                f"{', '.join(outside)}; give each site values its distribution can produce."
+            )
+        self._neighbourhood = coordinate_neighbourhood(
+            *self._layout.coordinate_supports(), window=self._ordinal_window
         )
+        self._resolve_weights(model_args, model_kwargs)
+        buckets = path.top_k_buckets(self._max_path_length(self._layout))
+        self._step = path.build_kernel(get_balancing(self._balancing), self._neighbourhood, buckets)
         if batched:
             state = jax.vmap(self._init_one, in_axes=(0, 0, None, None))(
                 rng_key, init_params, model_args, model_kwargs
@@ -478,6 +542,7 @@ class LBP(MCMCKernel):
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_prepared_model"] = None
+        state["_neighbourhood"] = None
         state["_step"] = None
         state["_sample_fn"] = None
         return state
@@ -508,7 +573,9 @@ class ALBP(LBP):
     :param int max_num_flips: upper bound ``R_max`` of the scale; defaults to the number of
         discrete coordinates. It is also the static bound of the top-k path sampler.
     :param str balancing: as in :class:`LBP`.
-    :param str weights: as in :class:`LBP`.
+    :param weights: as in :class:`LBP`.
+    :param int ordinal_window: as in :class:`LBP`.
+    :param dict supports: as in :class:`LBP`.
 
     **Example**
 
@@ -540,7 +607,9 @@ class ALBP(LBP):
         init_num_flips: float = 1.0,
         max_num_flips: int | None = None,
         balancing: str = "sqrt",
-        weights: str = "auto",
+        weights: str | Mapping[str, str] = "auto",
+        ordinal_window: int = 1,
+        supports: Mapping[str, SiteSupport] | None = None,
     ) -> None:
         if not 0.0 < target_accept_prob < 1.0:
             raise ValueError(
@@ -558,13 +627,21 @@ class ALBP(LBP):
             raise ValueError(
                 f"ALBP: `init_num_flips={init_num_flips}` exceeds `max_num_flips={max_num_flips}`."
             )
-        super().__init__(model, potential_fn, balancing=balancing, weights=weights)
+        super().__init__(
+            model,
+            potential_fn,
+            balancing=balancing,
+            weights=weights,
+            ordinal_window=ordinal_window,
+            supports=supports,
+        )
         self._target_accept_prob = float(target_accept_prob)
         self._init_num_flips = float(init_num_flips)
         self._max_num_flips = None if max_num_flips is None else int(max_num_flips)
         self._max_scale = 1
 
-    def _max_path_length(self, num_coords: int) -> int:
+    def _max_path_length(self, layout: SiteLayout) -> int:
+        num_coords = layout.num_coords
         bound = num_coords if self._max_num_flips is None else self._max_num_flips
         self._max_scale = min(bound, num_coords)
         return self._max_scale

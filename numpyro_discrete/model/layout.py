@@ -4,7 +4,7 @@ dict of site values and one flat integer vector. Static numpy metadata only, res
 constraints, never from traced values).
 """
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 import math
 from typing import Any
@@ -15,13 +15,92 @@ import jax
 import jax.numpy as jnp
 
 from numpyro.distributions import constraints
+from numpyro.distributions.discrete import CategoricalLogits, CategoricalProbs
+
+from numpyro_discrete.core.local_ratios import UNBOUNDED
 
 __all__ = [
     "SiteLayout",
+    "SiteSupport",
+    "discrete_sites",
     "is_binary_support",
     "layout_from_params",
     "layout_from_trace",
 ]
+
+_KINDS = ("binary", "categorical", "ordinal")
+
+
+@dataclass(frozen=True, eq=False)
+class SiteSupport:
+    """
+    The support of a discrete site, and how the kernels move in it.
+
+    - **kind** - ``"binary"`` (values ``{0, 1}``), ``"categorical"`` (nominal values
+      ``0..num_categories - 1``; every other value is a candidate) or ``"ordinal"``
+      (integers in ``[lower, upper]``; candidates in a window around the current value).
+    - **num_categories** - ``K`` of a categorical site (2 for binary, 0 for ordinal).
+    - **lower**, **upper** - integer bounds of an ordinal site (scalars or arrays
+      broadcastable to the site's shape); ``upper=None`` for no upper bound.
+
+    Build them with :meth:`binary`, :meth:`categorical` and :meth:`ordinal`; with
+    ``potential_fn``, pass them to the kernel as ``supports={"site": ...}``.
+    """
+
+    kind: str
+    num_categories: int = 0
+    lower: Any = 0
+    upper: Any = None
+
+    @classmethod
+    def binary(cls) -> "SiteSupport":
+        """Values ``{0, 1}``."""
+        return cls("binary", num_categories=2, lower=0, upper=1)
+
+    @classmethod
+    def categorical(cls, num_categories: int) -> "SiteSupport":
+        """Nominal values ``0..num_categories - 1`` (unordered)."""
+        if not isinstance(num_categories, (int, np.integer)) or num_categories < 2:
+            raise ValueError(
+                f"SiteSupport.categorical needs an integer `num_categories >= 2`, got "
+                f"{num_categories!r}."
+            )
+        return cls(
+            "categorical",
+            num_categories=int(num_categories),
+            lower=0,
+            upper=int(num_categories) - 1,
+        )
+
+    @classmethod
+    def ordinal(cls, lower: Any = 0, upper: Any = None) -> "SiteSupport":
+        """Ordered integers in ``[lower, upper]`` (``upper=None``: unbounded above)."""
+        lower_arr = np.asarray(lower)
+        upper_arr = None if upper is None else np.asarray(upper)
+        if lower_arr.dtype.kind not in "iu" or (
+            upper_arr is not None and upper_arr.dtype.kind not in "iu"
+        ):
+            raise ValueError(
+                f"SiteSupport.ordinal needs integer bounds, got lower={lower!r}, upper={upper!r}."
+            )
+        if upper_arr is not None and np.any(upper_arr < lower_arr):
+            raise ValueError(f"SiteSupport.ordinal: `upper={upper!r}` is below `lower={lower!r}`.")
+        return cls("ordinal", lower=lower_arr, upper=upper_arr)
+
+    def __str__(self) -> str:
+        if self.kind != "ordinal":
+            return f"{self.kind}({self.num_categories} values)"
+        lower = self.lower if np.ndim(self.lower) == 0 else "per-element"
+        upper = "inf" if self.upper is None else self.upper
+        upper = upper if np.ndim(upper) == 0 else "per-element"
+        return f"ordinal[{lower}, {upper}]"
+
+    def bounds(self, shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+        """Lower and upper bounds broadcast to `shape` (``UNBOUNDED`` for no upper bound)."""
+        upper = UNBOUNDED if self.upper is None else self.upper
+        lower = np.broadcast_to(np.asarray(self.lower, np.int64), shape)
+        upper = np.broadcast_to(np.minimum(np.asarray(upper, np.int64), UNBOUNDED), shape)
+        return lower.astype(np.int32), upper.astype(np.int32)
 
 
 @dataclass(frozen=True)
@@ -32,11 +111,13 @@ class SiteLayout:
     - **names** - site names.
     - **shapes** - site shapes.
     - **dtypes** - the dtypes the model produces for each site (samples keep them).
+    - **supports** - each site's :class:`SiteSupport`.
     """
 
     names: tuple[str, ...]
     shapes: tuple[tuple[int, ...], ...]
     dtypes: tuple[np.dtype, ...]
+    supports: tuple[SiteSupport, ...]
 
     @property
     def sizes(self) -> tuple[int, ...]:
@@ -47,26 +128,64 @@ class SiteLayout:
         """``N``, the number of flat coordinates."""
         return sum(self.sizes)
 
+    @property
+    def all_binary(self) -> bool:
+        return all(support.kind == "binary" for support in self.supports)
+
+    def site_coords(self, name: str) -> np.ndarray:
+        """The flat coordinates of site `name`."""
+        start = sum(self.sizes[: self.names.index(name)])
+        return np.arange(start, start + self.sizes[self.names.index(name)])
+
+    def coordinate_supports(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """
+        Per flat coordinate: number of categories (0 for ordinal coordinates), lower bound
+        and upper bound, as ``(N,)`` numpy arrays.
+        """
+        num_categories, lower, upper = [], [], []
+        for shape, size, support in zip(self.shapes, self.sizes, self.supports, strict=True):
+            site_lower, site_upper = support.bounds(shape)
+            num_categories.append(np.full(size, support.num_categories, np.int32))
+            lower.append(site_lower.reshape(-1))
+            upper.append(site_upper.reshape(-1))
+        return tuple(np.concatenate(a) for a in (num_categories, lower, upper))
+
     def flatten(self, values: Mapping[str, jax.Array]) -> jax.Array:
         """Site dict to the flat ``int32`` vector (site order, row-major within a site)."""
         return jnp.concatenate(
             [jnp.ravel(jnp.asarray(values[name])).astype(jnp.int32) for name in self.names]
         )
 
-    def unflatten(self, flat: jax.Array, dtype: Any = None) -> dict[str, jax.Array]:
+    def unflatten(self, flat: jax.Array, float_sites: Collection[str] = ()) -> dict[str, jax.Array]:
         """
-        Flat vector to a site dict, each site cast to its model dtype, or to `dtype` if given
-        (float values for a relaxed potential).
+        Flat vector to a site dict, each site cast to its model dtype, except `float_sites`,
+        which get the default float dtype (values a relaxed potential differentiates in).
         """
         out = {}
         start = 0
+        float_dtype = jnp.result_type(float)
         for name, shape, size, site_dtype in zip(
             self.names, self.shapes, self.sizes, self.dtypes, strict=True
         ):
             value = flat[start : start + size].reshape(shape)
-            out[name] = value.astype(site_dtype if dtype is None else dtype)
+            out[name] = value.astype(float_dtype if name in float_sites else site_dtype)
             start += size
         return out
+
+    def out_of_support(self, values: Mapping[str, Any]) -> list[str]:
+        """Sites among concrete `values` with a value outside their support, each as
+        ``'name' (support)``."""
+        bad = []
+        for name, shape, support in zip(self.names, self.shapes, self.supports, strict=True):
+            if name not in values or isinstance(values[name], jax.core.Tracer):
+                continue
+            value = np.asarray(values[name])
+            if value.shape[value.ndim - len(shape) :] != shape:
+                continue  # a shape error, reported by the caller
+            lower, upper = support.bounds(shape)
+            if np.any((value < lower) | (value > upper) | (value != np.round(value))):
+                bad.append(f"{name!r} ({support})")
+        return bad
 
 
 def is_binary_support(support: constraints.Constraint) -> bool:
@@ -83,8 +202,71 @@ def is_binary_support(support: constraints.Constraint) -> bool:
     return False
 
 
+def discrete_sites(model_trace: Mapping[str, Any]) -> tuple[str, ...]:
+    """
+    Latent sample sites with a discrete support (finite or not: numpyro's own
+    ``discrete_latent_sites`` skips Poisson-like sites, which have no enumerate support),
+    except those marked ``infer={"enumerate": "parallel"}``, which are summed out.
+    """
+    return tuple(
+        name
+        for name, site in model_trace.items()
+        if site["type"] == "sample"
+        and not site["is_observed"]
+        and site["fn"].support.is_discrete
+        and site["infer"].get("enumerate", "") != "parallel"
+    )
+
+
 def _describe(site: Mapping[str, Any]) -> str:
     return f"{type(site['fn']).__name__} with support {site['fn'].support}"
+
+
+def _base_distribution(fn: Any) -> Any:
+    """The distribution under ``expand``/``to_event``/``mask`` wrappers."""
+    while type(fn).__name__ in ("ExpandedDistribution", "Independent", "MaskedDistribution"):
+        fn = fn.base_dist
+    return fn
+
+
+def _concrete_bound(site: Mapping[str, Any], name: str, bound: Any, kernel_name: str) -> Any:
+    try:
+        return np.asarray(bound)
+    except jax.errors.TracerArrayConversionError:
+        raise ValueError(
+            f"Site {name!r} ({type(site['fn']).__name__}) has support bounds that depend on "
+            f"traced values; {kernel_name} needs bounds known at `init` (e.g. a Binomial "
+            "`total_count` given as data, not computed from another latent variable)."
+        ) from None
+
+
+def _site_support(site: Mapping[str, Any], name: str, kernel_name: str) -> SiteSupport:
+    fn = site["fn"]
+    support = fn.support
+    if fn.event_shape:
+        raise ValueError(
+            f"Site {name!r} ({_describe(site)}) is a multivariate discrete distribution "
+            f"(event shape {fn.event_shape}); {kernel_name} samples univariate discrete "
+            "sites (Bernoulli, Categorical, Binomial, Poisson, ...). Rewrite it as "
+            "univariate sites, or marginalise it with `infer={'enumerate': 'parallel'}`."
+        )
+    if is_binary_support(support):
+        return SiteSupport.binary()
+    if isinstance(support, constraints.integer_interval):
+        lower = _concrete_bound(site, name, support.lower_bound, kernel_name)
+        upper = _concrete_bound(site, name, support.upper_bound, kernel_name)
+        if isinstance(_base_distribution(fn), (CategoricalProbs, CategoricalLogits)):
+            return SiteSupport.categorical(int(np.max(upper)) + 1)
+        return SiteSupport.ordinal(lower.astype(np.int64), upper.astype(np.int64))
+    if isinstance(support, constraints.integer_greater_than):
+        lower = _concrete_bound(site, name, support.lower_bound, kernel_name)
+        return SiteSupport.ordinal(lower.astype(np.int64), None)
+    raise ValueError(
+        f"Site {name!r} ({_describe(site)}) has a discrete support that {kernel_name} cannot "
+        "sample: supported are binary, categorical and integer (bounded or not) supports. "
+        "Marginalise it with `infer={'enumerate': 'parallel'}`, or sample it with numpyro's "
+        "DiscreteGibbs."
+    )
 
 
 def layout_from_trace(
@@ -92,49 +274,42 @@ def layout_from_trace(
 ) -> SiteLayout:
     """
     Layout of the discrete `sites` of a model trace. Raises for supports that cannot be
-    sampled yet, naming the site and its distribution.
+    sampled, naming the site and its distribution.
     """
-    for name in sites:
-        site = model_trace[name]
-        if not is_binary_support(site["fn"].support):
-            raise ValueError(
-                f"Site {name!r} ({_describe(site)}) is not binary. {kernel_name} currently "
-                "samples binary discrete sites (Bernoulli, or any support {0, 1}); "
-                "categorical and integer-valued sites are not supported yet. Marginalise "
-                f"{name!r} with `infer={{'enumerate': 'parallel'}}`, or sample it with "
-                "numpyro's DiscreteGibbs."
-            )
+    supports = tuple(_site_support(model_trace[name], name, kernel_name) for name in sites)
     return SiteLayout(
         names=tuple(sites),
         shapes=tuple(tuple(np.shape(model_trace[name]["value"])) for name in sites),
         dtypes=tuple(np.dtype(jnp.asarray(model_trace[name]["value"]).dtype) for name in sites),
+        supports=supports,
     )
 
 
 def layout_from_params(
-    init_params: Mapping[str, jax.Array], kernel_name: str, batch_ndims: int = 0
+    init_params: Mapping[str, jax.Array],
+    kernel_name: str,
+    batch_ndims: int = 0,
+    supports: Mapping[str, SiteSupport] | None = None,
 ) -> SiteLayout:
     """
-    Layout of a dict of binary arrays (the ``potential_fn`` mode). `batch_ndims` leading
-    axes (chains) are not part of the sites. Values are checked to be 0 or 1 when concrete.
+    Layout of a dict of discrete arrays (the ``potential_fn`` mode): binary unless
+    `supports` says otherwise. `batch_ndims` leading axes (chains) are not part of the
+    sites. Values are checked against their supports when concrete.
     """
     if not isinstance(init_params, Mapping) or not init_params:
         raise ValueError(
             f"{kernel_name} with `potential_fn` needs `init_params`: a non-empty dict mapping "
-            "each site name to its initial binary array (with a leading chain axis when "
+            "each site name to its initial array (with a leading chain axis when "
             "num_chains > 1), e.g. `mcmc.run(key, init_params={'x': jnp.zeros(100, int)})`."
         )
+    supports = dict(supports or {})
+    unknown = sorted(set(supports) - set(init_params))
+    if unknown:
+        raise ValueError(
+            f"{kernel_name}: `supports` names sites {unknown} that are not in `init_params` "
+            f"(sites: {list(init_params)})."
+        )
     names = tuple(init_params)
-    for name in names:
-        value = init_params[name]
-        if isinstance(value, jax.core.Tracer):
-            continue
-        value = np.asarray(value)
-        if not np.all((value == 0) | (value == 1)):
-            raise ValueError(
-                f"`init_params[{name!r}]` has values outside {{0, 1}}; with `potential_fn`, "
-                f"{kernel_name} samples binary arrays: pass 0/1 initial values."
-            )
     shapes = tuple(tuple(np.shape(init_params[name]))[batch_ndims:] for name in names)
     dtypes = tuple(
         np.dtype(jnp.asarray(init_params[name]).dtype)
@@ -142,4 +317,17 @@ def layout_from_params(
         else np.dtype(jnp.int32)
         for name in names
     )
-    return SiteLayout(names, shapes, dtypes)
+    layout = SiteLayout(
+        names,
+        shapes,
+        dtypes,
+        tuple(supports.get(name, SiteSupport.binary()) for name in names),
+    )
+    bad = layout.out_of_support(init_params)
+    if bad:
+        raise ValueError(
+            f"`init_params` has values outside the support of sites {', '.join(bad)}. With "
+            f"`potential_fn`, {kernel_name} treats sites as binary unless `supports` says "
+            "otherwise, e.g. `supports={'s': SiteSupport.categorical(3)}`."
+        )
+    return layout

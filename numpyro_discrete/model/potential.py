@@ -3,8 +3,10 @@ arguments and any conditioning) or from a user ``potential_fn``, and the local l
 function the kernels use (gradient or exact, see :mod:`numpyro_discrete.core.local_ratios`).
 """
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
+
+import numpy as np
 
 import jax
 import jax.numpy as jnp
@@ -15,8 +17,7 @@ from numpyro.infer.util import log_density
 from numpyro_discrete.core.local_ratios import (
     LocalFn,
     Neighbourhood,
-    exact_local_fn,
-    gradient_local_fn,
+    mixed_local_fn,
 )
 from numpyro_discrete.model.layout import SiteLayout
 
@@ -72,26 +73,28 @@ def potential_log_joint(potential_fn: Callable) -> SiteLogJoint:
     return log_joint
 
 
-def flat_log_density(log_joint: SiteLogJoint, layout: SiteLayout, relaxed: bool) -> FlatLogDensity:
+def flat_log_density(
+    log_joint: SiteLogJoint, layout: SiteLayout, float_sites: Collection[str] = ()
+) -> FlatLogDensity:
     """
-    ``log pi`` of the flat vector. `relaxed` casts the values to float first, so that the
-    density can be differentiated in them; otherwise they keep the model's dtypes.
+    ``log pi`` of the flat vector. `float_sites` get float values, so that the density can
+    be differentiated in them; the other sites keep the model's dtypes.
     """
 
     def fn(flat: jax.Array) -> jax.Array:
-        dtype = jnp.result_type(float) if relaxed else None
-        return jnp.asarray(log_joint(layout.unflatten(flat, dtype)), jnp.result_type(float))
+        return jnp.asarray(log_joint(layout.unflatten(flat, float_sites)), jnp.result_type(float))
 
     return fn
 
 
-def gradient_is_available(log_joint: SiteLogJoint, layout: SiteLayout) -> bool:
+def gradient_is_available(log_joint: SiteLogJoint, layout: SiteLayout, site: str) -> bool:
     """
-    Whether the log joint can be differentiated in float-cast site values. It cannot when a
-    value is used as an index (``locs[z]``) or in integer-only operations, which raise at
-    trace time; only shapes are traced here, nothing is computed.
+    Whether the log joint can be differentiated in float-cast values of `site` (the other
+    sites keeping their integer values). It cannot when a value is used as an index
+    (``locs[z]``) or in integer-only operations, which raise at trace time; only shapes are
+    traced here, nothing is computed.
     """
-    relaxed = flat_log_density(log_joint, layout, relaxed=True)
+    relaxed = flat_log_density(log_joint, layout, float_sites=(site,))
     probe = jax.ShapeDtypeStruct((layout.num_coords,), jnp.result_type(float))
     try:
         jax.eval_shape(jax.grad(relaxed), probe)
@@ -101,12 +104,26 @@ def gradient_is_available(log_joint: SiteLogJoint, layout: SiteLayout) -> bool:
 
 
 def local_fn_for(
-    weights: str,
+    weights_mode: Mapping[str, str],
     log_joint: SiteLogJoint,
     layout: SiteLayout,
     neighbourhood: Neighbourhood,
 ) -> LocalFn:
-    """The local log-ratio function for a resolved weight mode (``"gradient"``/``"exact"``)."""
-    if weights == "gradient":
-        return gradient_local_fn(flat_log_density(log_joint, layout, relaxed=True), neighbourhood)
-    return exact_local_fn(flat_log_density(log_joint, layout, relaxed=False), neighbourhood)
+    """
+    The local log-ratio function for resolved per-site weight modes (``"gradient"`` or
+    ``"exact"``): one gradient over the gradient sites, exact ratios on the others.
+    """
+    gradient_sites = tuple(name for name in layout.names if weights_mode[name] == "gradient")
+    exact_sites = [name for name in layout.names if weights_mode[name] == "exact"]
+    if not exact_sites:
+        exact_coords = np.zeros(0, np.int32)
+    elif not gradient_sites:
+        exact_coords = None
+    else:
+        exact_coords = np.concatenate([layout.site_coords(name) for name in exact_sites])
+    return mixed_local_fn(
+        flat_log_density(log_joint, layout, gradient_sites) if gradient_sites else None,
+        flat_log_density(log_joint, layout) if exact_sites else None,
+        neighbourhood,
+        exact_coords,
+    )
