@@ -8,6 +8,13 @@ in every process.
 
 - **Bernoulli** (``bernoulli``): ``x_i ~ Bernoulli(p_i)`` independently, ``N`` coordinates,
   ``p_i ~ U[0.25, 0.75]`` (C1), ``U[0.15, 0.85]`` (C2) or ``U[0.05, 0.95]`` (C3).
+- **FHMM** (``fhmm_*``): a Bayesian factorial HMM, ``K`` binary chains over ``L`` steps,
+  ``x_{0,k} ~ Bern(0.1)``, each chain keeps its value with probability 0.8 per step,
+  ``y_l ~ N(w . x_l + b, sigma^2)``, ``w ~ N(w_loc, w_scale^2)^K``, ``b ~ N(0, 1)``,
+  ``sigma ~ HalfNormal(1)``; data simulated at ``sigma^2 = 2, 1, 0.5`` (C1..C3). Two
+  forms of the same model: ``X`` as one ``(L, K)`` Bernoulli site with the Markov prior
+  added as a factor (for the discrete samplers), and ``X`` summed out by numpyro's
+  enumeration over the ``2^K`` joint states of a time step (for NUTS alone).
 - **Ising** (``ising``): ``x`` of shape ``(p, p)`` on an open lattice, spins
   ``s = 2 x - 1``, ``log pi(x) = sum_i a_i s_i - lambda sum_<ij> s_i s_j + const``,
   where ``<ij>`` runs over the unordered horizontal and vertical neighbour pairs (each
@@ -26,6 +33,7 @@ in every process.
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -43,6 +51,13 @@ __all__ = [
     "ising_energy",
     "ising_field",
     "ising_target",
+    "FHMM_NOISE_SCALES",
+    "FHMMData",
+    "fhmm_data",
+    "fhmm_enumerated_model",
+    "fhmm_joint_states",
+    "fhmm_markov_log_prior",
+    "fhmm_model",
 ]
 
 #: ``(low, high)`` of ``p_i ~ U[low, high]`` for the Bernoulli configurations.
@@ -132,3 +147,120 @@ def ising_target(p: int = 50, config: str = "C2", seed: int = 0) -> Target:
         shape=(p, p),
         params={"config": config, "c": c, "lambda": lam, "field": field_np},
     )
+
+
+#: Observation noise variance ``sigma^2`` of the simulated FHMM data for C1..C3.
+FHMM_NOISE_SCALES: dict[str, float] = {"C1": 2.0, "C2": 1.0, "C3": 0.5}
+FHMM_INIT_PROB = 0.1
+FHMM_STAY_PROB = 0.8
+
+
+@dataclass(frozen=True)
+class FHMMData:
+    """
+    Simulated factorial-HMM data.
+
+    - **y** - ``(L,)`` observations.
+    - **x** - ``(L, K)`` true hidden states (int32).
+    - **w** - ``(K,)`` true weights; **b** - true offset; **sigma** - true noise scale.
+    """
+
+    y: np.ndarray
+    x: np.ndarray
+    w: np.ndarray
+    b: float
+    sigma: float
+
+
+def fhmm_data(
+    num_steps: int,
+    num_chains: int,
+    config: str = "C2",
+    seed: int = 0,
+    w: np.ndarray | None = None,
+    b: float | None = None,
+) -> FHMMData:
+    """Simulate ``L = num_steps`` observations of ``K = num_chains`` chains; ``w`` and ``b``
+    drawn from ``N(0, 1)`` unless given, ``sigma^2`` from `config`."""
+    rng = np.random.default_rng(seed)
+    w = rng.normal(size=num_chains) if w is None else np.asarray(w, dtype=float)
+    b = float(rng.normal()) if b is None else float(b)
+    sigma = float(np.sqrt(FHMM_NOISE_SCALES[config]))
+    x = np.empty((num_steps, num_chains), dtype=np.int32)
+    x[0] = rng.random(num_chains) < FHMM_INIT_PROB
+    for step in range(1, num_steps):
+        switch = rng.random(num_chains) >= FHMM_STAY_PROB
+        x[step] = np.where(switch, 1 - x[step - 1], x[step - 1])
+    y = x @ w + b + sigma * rng.normal(size=num_steps)
+    return FHMMData(y=y, x=x, w=w, b=b, sigma=sigma)
+
+
+def fhmm_markov_log_prior(x: jax.Array) -> jax.Array:
+    """Log prior of the ``(L, K)`` chains, in vectorised form and polynomial in ``x`` (so that
+    a float-relaxed ``x`` has a gradient): ``x_{0,k} ~ Bern(0.1)``, then each chain keeps its
+    value with probability 0.8."""
+    x = jnp.asarray(x, jnp.result_type(float))
+    first = x[0] * np.log(FHMM_INIT_PROB) + (1 - x[0]) * np.log1p(-FHMM_INIT_PROB)
+    same = x[1:] * x[:-1] + (1 - x[1:]) * (1 - x[:-1])
+    stay = same * np.log(FHMM_STAY_PROB) + (1 - same) * np.log1p(-FHMM_STAY_PROB)
+    return jnp.sum(first) + jnp.sum(stay)
+
+
+def _fhmm_parameters(num_chains: int, w_loc: Any, w_scale: Any) -> tuple[jax.Array, ...]:
+    w = numpyro.sample(
+        "w", dist.Normal(jnp.broadcast_to(w_loc, (num_chains,)), w_scale).to_event(1)
+    )
+    b = numpyro.sample("b", dist.Normal(0.0, 1.0))
+    sigma = numpyro.sample("sigma", dist.HalfNormal(1.0))
+    return w, b, sigma
+
+
+def fhmm_model(y: jax.Array, num_chains: int, w_loc: Any = 0.0, w_scale: Any = 1.0) -> None:
+    """The FHMM with ``X`` as one ``(L, K)`` binary site ``"x"``: a uniform Bernoulli site
+    whose log probability (``-L K log 2``) the factor ``"x_markov"`` replaces by the Markov
+    prior."""
+    num_steps = y.shape[0]
+    w, b, sigma = _fhmm_parameters(num_chains, w_loc, w_scale)
+    x = numpyro.sample("x", dist.Bernoulli(0.5).expand([num_steps, num_chains]))
+    numpyro.factor("x_markov", fhmm_markov_log_prior(x) + num_steps * num_chains * np.log(2.0))
+    numpyro.sample("y", dist.Normal(x @ w + b, sigma), obs=y)
+
+
+def fhmm_joint_states(num_chains: int) -> np.ndarray:
+    """The ``(2^K, K)`` binary vectors, state ``s`` having bits ``x_k = (s >> k) & 1``."""
+    states = np.arange(2**num_chains)[:, None]
+    return ((states >> np.arange(num_chains)) & 1).astype(np.int32)
+
+
+def fhmm_enumerated_model(
+    y: jax.Array, num_chains: int, w_loc: Any = 0.0, w_scale: Any = 1.0
+) -> None:
+    """The same FHMM with ``X`` summed out: one categorical joint state per time step over the
+    ``2^K`` values of ``x_l`` (transition matrix ``2^K x 2^K``), marked
+    ``infer={"enumerate": "parallel"}`` inside numpyro's ``scan``. Memory and time grow like
+    ``L 4^K``."""
+    from numpyro.contrib.control_flow import scan
+
+    w, b, sigma = _fhmm_parameters(num_chains, w_loc, w_scale)
+    states = fhmm_joint_states(num_chains)
+    same = states[:, None, :] == states[None, :, :]
+    log_stay, log_switch = np.log(FHMM_STAY_PROB), np.log1p(-FHMM_STAY_PROB)
+    log_trans = jnp.asarray(np.where(same, log_stay, log_switch).sum(-1))
+    log_init = jnp.asarray(
+        (states * np.log(FHMM_INIT_PROB) + (1 - states) * np.log1p(-FHMM_INIT_PROB)).sum(-1)
+    )
+    means = jnp.asarray(states, jnp.result_type(float)) @ w + b
+    # a fresh `infer` dict per site: numpyro's enumeration writes into it
+    s0 = numpyro.sample(
+        "state_init", dist.Categorical(logits=log_init), infer={"enumerate": "parallel"}
+    )
+    numpyro.sample("y_init", dist.Normal(means[s0], sigma), obs=y[0])
+
+    def transition(s_prev: jax.Array, y_l: jax.Array) -> tuple[jax.Array, None]:
+        s = numpyro.sample(
+            "state", dist.Categorical(logits=log_trans[s_prev]), infer={"enumerate": "parallel"}
+        )
+        numpyro.sample("y_step", dist.Normal(means[s], sigma), obs=y_l)
+        return s, None
+
+    scan(transition, s0, y[1:])
