@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 BENCH_ARGS ?=
 
-.PHONY: venv demo test test-slow lint bench
+.PHONY: venv demo test test-slow lint bench bench-fhmm
 
 venv: $(STAMP)
 
@@ -22,7 +22,7 @@ $(STAMP): setup.cfg pyproject.toml
 	@touch $@
 
 demo: venv
-	$(BIN)/python examples/ising.py --out outputs
+	$(BIN)/python examples/fhmm.py --out outputs
 
 test: venv
 	$(BIN)/python -m pytest -q
@@ -35,3 +35,6 @@ lint: venv
 
 bench: venv
 	$(BIN)/python -m benchmarks.bench_binary $(BENCH_ARGS)
+
+bench-fhmm: venv
+	$(BIN)/python -m benchmarks.bench_fhmm $(BENCH_ARGS)

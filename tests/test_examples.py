@@ -36,3 +36,26 @@ def test_ising_example(tmp_path):
     assert -1.0 <= summary["magnetisation"] <= 1.0
     for key in ("mean_changed", "warmup_time", "sample_time"):
         assert math.isfinite(summary[key])
+
+
+def test_fhmm_example(tmp_path):
+    fhmm = _load("fhmm")
+    summary = fhmm.main(
+        [
+            "--L", "20",
+            "--K", "2",
+            "--num-warmup", "30",
+            "--num-samples", "20",
+            "--out", str(tmp_path),
+            "--no-progress-bar",
+        ]
+    )  # fmt: skip
+    figure = tmp_path / "fhmm.png"
+    assert summary["figure"] == str(figure)
+    assert figure.is_file() and figure.stat().st_size > 0
+    assert summary["num_draws"] == 20 and len(summary["w_mean"]) == 2
+    assert 0.0 <= summary["accept_prob"] <= 1.0
+    assert 1.0 <= summary["final_R"] <= 40.0
+    assert 0.0 <= summary["wrong_state_fraction"] <= 1.0
+    for key in ("mean_changed", "mean_nuts_steps", "warmup_time", "sample_time"):
+        assert math.isfinite(summary[key])
