@@ -60,3 +60,43 @@ def test_bench_binary_quick(tmp_path, monkeypatch):
         (target, balancing) for target in targets for balancing in ("sqrt", "barker")
     }
     assert all(_is_finite_number(item["ratio"]) for item in ratios)
+
+
+def test_bench_fhmm_quick(tmp_path, monkeypatch):
+    """``benchmarks/bench_fhmm.py --quick`` runs every sampler and reports finite ESS/s."""
+    monkeypatch.syspath_prepend(str(ROOT))
+    bench = importlib.import_module("benchmarks.bench_fhmm")
+    bench.main(["--quick", "--out-dir", str(tmp_path)])
+    assert (tmp_path / "bench_fhmm_L12_K2.md").stat().st_size > 0
+    result = json.loads((tmp_path / "bench_fhmm_L12_K2.json").read_text())
+    rows = {row["method"]: row for row in result["rows"]}
+    assert set(rows) == {method.name for method in bench.METHODS}
+    for name, row in rows.items():
+        assert row["status"] == "ok", (name, row)
+        for field in ("ess_w_min", "ess_w_per_s", "sampling_s", "step_s"):
+            assert _is_finite_number(row[field]) and row[field] > 0, (name, field)
+        samples_x = name != "NUTS-enum"
+        assert _is_finite_number(row["ess_x_hamming_per_s"]) == samples_x, name
+    assert max(row["w_per_s_vs_best_gibbs"] for row in rows.values() if row["method"] in
+               bench.GIBBS_TYPE) == 1.0  # fmt: skip
+
+
+def test_bench_fhmm_budget_and_memory(monkeypatch):
+    """A sampler predicted past the budget is reported, not run; so is one out of memory."""
+    monkeypatch.syspath_prepend(str(ROOT))
+    bench = importlib.import_module("benchmarks.bench_fhmm")
+    from jax import random
+
+    models = (bench.fhmm_model, bench.fhmm_enumerated_model)
+    monkeypatch.setattr(bench, "step_cost", lambda *args, **kwargs: 2.0)
+    row = bench.run_method(bench.METHODS[0], models, (), random.key(0), num_warmup=10, num_samples=10,
+                           num_chunks=2, budget=30.0, reference=None)  # fmt: skip
+    assert row.status == "over budget" and row.predicted_s == 40.0
+
+    def oom(*args, **kwargs):
+        raise MemoryError
+
+    monkeypatch.setattr(bench, "step_cost", oom)
+    row = bench.run_method(bench.METHODS[0], models, (), random.key(0), num_warmup=10, num_samples=10,
+                           num_chunks=2, budget=30.0, reference=None)  # fmt: skip
+    assert row.status == "out of memory"

@@ -1,0 +1,348 @@
+"""
+Benchmark: LBPGibbs against numpyro's mixed samplers on a Bayesian factorial HMM
+================================================================================
+
+One process runs, on one simulated FHMM of size ``(L, K)`` (``--L``, ``--K``; targets in
+:mod:`benchmarks.targets`: ``w ~ N(0, 1)^K``, ``b ~ N(0, 1)``, ``sigma ~ HalfNormal(1)``,
+data with ``sigma^2`` of ``--config``, default C2), five samplers through
+``numpyro.infer.MCMC``:
+
+- ``LBPGibbs``: :class:`~numpyro_discrete.LBPGibbs` ``(NUTS)``, ALBP on ``X``;
+- ``Gibbs[DiscreteGibbs-mod]``: numpyro's
+  ``Gibbs([(DiscreteGibbs(model, modified=True), discrete_latent_sites), (NUTS(model), None)])``
+  (one Metropolised-Gibbs sweep over all ``L K`` coordinates per step);
+- ``DiscreteHMCGibbs``: numpyro's ``DiscreteHMCGibbs(NUTS(model))`` (the same composite with
+  the plain Gibbs conditional);
+- ``MixedHMC``: numpyro's ``MixedHMC(HMC(model, trajectory_length=1.2),
+  num_discrete_updates=20)`` (the settings of its documentation);
+- ``NUTS-enum``: NUTS on the model with ``X`` summed out by enumeration over the ``2^K``
+  joint states of a time step (``L 4^K`` work per gradient).
+
+The two sweep-based kernels (``Gibbs[...]``, ``DiscreteHMCGibbs``) and ``MixedHMC`` take
+``--gibbs-num-warmup`` / ``--gibbs-num-samples`` steps (their steps are far costlier), the
+others ``--num-warmup`` / ``--num-samples``.
+
+Metrics, after warmup: **ESS w** - min over the ``K`` coordinates of
+``numpyro.diagnostics.effective_sample_size``; **ESS X min** - min over the ``L K``
+coordinates with a defined ESS; **ESS X Ham.** - ESS of the Hamming distance to a fixed
+random reference state (as in :mod:`benchmarks.bench_binary`, whose metric helpers are
+reused); the three divided by the sampling time (**/s**), and ESS/s of ``w`` relative to
+the best of the numpyro Gibbs-type kernels (``Gibbs[...]``, ``DiscreteHMCGibbs``,
+``MixedHMC``).
+
+Timing follows :mod:`benchmarks.bench_binary`: a fresh persistent compilation cache,
+``mcmc.warmup`` timed with compilation, then ``--num-chunks`` sampling chunks timed up to
+``jax.block_until_ready``, the first one's compilation removed. Budget: before the real
+run, each sampler's cost per step is measured on a few jitted steps of its kernel (after
+compiling them); if ``(warmup + samples) x cost`` exceeds ``--time-budget`` seconds, the
+sampler is reported as "over budget" with the predicted time instead of being run. A
+sampler that runs out of memory (numpy ``MemoryError`` or XLA ``RESOURCE_EXHAUSTED``) is
+reported as "out of memory".
+
+Usage (from the repository root)::
+
+    python -m benchmarks.bench_fhmm --L 200 --K 5
+    python -m benchmarks.bench_fhmm --L 1000 --K 10 --time-budget 600
+    python -m benchmarks.bench_fhmm --quick            # smoke test, tiny sizes
+
+Outputs: the table on stdout, and ``bench_fhmm_L{L}_K{K}.json`` / ``.md`` in ``--out-dir``
+(default ``benchmarks/results``).
+"""
+
+import argparse
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+import json
+import math
+import os
+from pathlib import Path
+import platform
+import time
+from typing import Any
+
+import numpy as np
+
+import jax
+from jax import random
+import jax.numpy as jnp
+
+import numpyro
+from numpyro.infer import HMC, MCMC, NUTS, DiscreteGibbs, DiscreteHMCGibbs, Gibbs, MixedHMC
+from numpyro.infer.gibbs import discrete_latent_sites
+from numpyro.infer.mcmc import MCMCKernel
+
+import numpyro_discrete
+from numpyro_discrete import LBPGibbs
+
+from benchmarks.bench_binary import (
+    _chunk_timing,
+    _fmt,
+    _git_revision,
+    _json_ready,
+    coordinate_ess,
+    fresh_compilation_cache,
+    hamming_ess,
+)
+from benchmarks.targets import fhmm_data, fhmm_enumerated_model, fhmm_model
+
+DEFAULT_OUT_DIR = Path(__file__).resolve().parent / "results"
+GIBBS_TYPE = ("Gibbs[DiscreteGibbs-mod]", "DiscreteHMCGibbs", "MixedHMC")
+
+
+@dataclass(frozen=True)
+class Method:
+    """
+    - **name** - label in the table.
+    - **make** - ``(model, enumerated_model) -> kernel``.
+    - **samples_x** - whether the kernel samples ``X`` (False when it is summed out).
+    - **sweep_based** - whether it takes the ``--gibbs-*`` step counts.
+    """
+
+    name: str
+    make: Callable[[Callable, Callable], MCMCKernel]
+    samples_x: bool
+    sweep_based: bool
+
+
+METHODS = (
+    Method("LBPGibbs", lambda m, e: LBPGibbs(NUTS(m)), True, False),
+    Method(
+        "Gibbs[DiscreteGibbs-mod]",
+        lambda m, e: Gibbs(
+            [(DiscreteGibbs(m, modified=True), discrete_latent_sites), (NUTS(m), None)]
+        ),
+        True,
+        True,
+    ),
+    Method("DiscreteHMCGibbs", lambda m, e: DiscreteHMCGibbs(NUTS(m)), True, True),
+    Method(
+        "MixedHMC",
+        lambda m, e: MixedHMC(HMC(m, trajectory_length=1.2), num_discrete_updates=20),
+        True,
+        True,
+    ),
+    Method("NUTS-enum", lambda m, e: NUTS(e), False, False),
+)
+
+
+@dataclass
+class Row:
+    """One sampler's result; ``status`` is "ok", "over budget" or "out of memory"."""
+
+    method: str
+    status: str
+    num_warmup: int
+    num_samples: int
+    step_s: float | None = None
+    predicted_s: float | None = None
+    warmup_s: float | None = None
+    compile_s: float | None = None
+    sampling_s: float | None = None
+    ess_w_min: float | None = None
+    ess_x_min: float | None = None
+    ess_x_hamming: float | None = None
+    ess_w_per_s: float | None = None
+    ess_x_min_per_s: float | None = None
+    ess_x_hamming_per_s: float | None = None
+    w_per_s_vs_best_gibbs: float | None = None
+    note: str = ""
+
+
+def _is_oom(error: BaseException) -> bool:
+    return isinstance(error, MemoryError) or "RESOURCE_EXHAUSTED" in str(error)
+
+
+def step_cost(kernel: MCMCKernel, rng_key: jax.Array, model_args: tuple, steps: int = 3) -> float:
+    """Seconds per jitted ``kernel.sample`` step, after compiling it."""
+    state = kernel.init(rng_key, 0, None, model_args, {})
+    sample = jax.jit(lambda s: kernel.sample(s, model_args, {}))
+    # twice: the first output's dtypes may differ from the initial state's (one retrace)
+    state = jax.block_until_ready(sample(sample(state)))
+    start = time.perf_counter()
+    for _ in range(steps):
+        state = sample(state)
+    jax.block_until_ready(state)
+    return (time.perf_counter() - start) / steps
+
+
+def run_method(
+    method: Method,
+    models: tuple[Callable, Callable],
+    model_args: tuple,
+    rng_key: jax.Array,
+    *,
+    num_warmup: int,
+    num_samples: int,
+    num_chunks: int,
+    budget: float,
+    reference: np.ndarray,
+) -> Row:
+    """Budget check, warmup, chunked sampling, metrics."""
+    row = Row(method.name, "ok", num_warmup, num_samples)
+    key_pilot, key_run = random.split(rng_key)
+    try:
+        row.step_s = step_cost(method.make(*models), key_pilot, model_args)
+    except Exception as error:
+        if not _is_oom(error):
+            raise
+        row.status, row.note = "out of memory", f"{type(error).__name__} at the first step"
+        return row
+    row.predicted_s = row.step_s * (num_warmup + num_samples)
+    if row.predicted_s > budget:
+        row.status = "over budget"
+        row.note = f"predicted {row.predicted_s:.0f} s > budget {budget:.0f} s"
+        return row
+
+    chunk = math.ceil(num_samples / num_chunks)
+    mcmc = MCMC(method.make(*models), num_warmup=num_warmup, num_samples=chunk,
+                progress_bar=False)  # fmt: skip
+    start = time.perf_counter()
+    mcmc.warmup(key_run, *model_args)
+    jax.block_until_ready(mcmc.post_warmup_state)
+    row.warmup_s = time.perf_counter() - start
+    draws: dict[str, list[np.ndarray]] = {"w": [], "x": []}
+    chunk_s = []
+    for _ in range(num_chunks):
+        start = time.perf_counter()
+        mcmc.run(mcmc.post_warmup_state.rng_key, *model_args)
+        samples = jax.block_until_ready(mcmc.get_samples(group_by_chain=True))
+        chunk_s.append(time.perf_counter() - start)
+        for site in draws if method.samples_x else ("w",):
+            draws[site].append(np.asarray(samples[site]))
+        mcmc.post_warmup_state = mcmc.last_state
+    row.compile_s, row.sampling_s = _chunk_timing(chunk_s, row.warmup_s, num_warmup == chunk)
+    row.num_samples = chunk * num_chunks
+    w = np.concatenate(draws["w"], axis=1)
+    row.ess_w_min = float(np.nanmin(coordinate_ess(w)))
+    row.ess_w_per_s = row.ess_w_min / row.sampling_s
+    if method.samples_x:
+        x = np.concatenate(draws["x"], axis=1).reshape(1, row.num_samples, -1).astype(np.int8)
+        ess = coordinate_ess(x)
+        row.ess_x_min = float(ess[np.isfinite(ess)].min()) if np.isfinite(ess).any() else None
+        row.ess_x_hamming = hamming_ess(x, reference)
+        if row.ess_x_min is not None:
+            row.ess_x_min_per_s = row.ess_x_min / row.sampling_s
+        row.ess_x_hamming_per_s = row.ess_x_hamming / row.sampling_s
+    return row
+
+
+def markdown_report(rows: Sequence[Row], settings: dict[str, Any]) -> str:
+    lines = [
+        f"## bench_fhmm, L = {settings['L']}, K = {settings['K']}",
+        "",
+        f"{settings['config']}; one chain; LBPGibbs and NUTS-enum {settings['num_warmup']} "
+        f"warmup + {settings['num_samples']} samples, sweep-based kernels and MixedHMC "
+        f"{settings['gibbs_num_warmup']} + {settings['gibbs_num_samples']}; "
+        f"budget {settings['time_budget']:.0f} s per sampler; seed {settings['seed']}; "
+        f"{settings['cpu_count']} CPU(s), jax {jax.__version__}, numpyro "
+        f"{numpyro.__version__}.",
+        "",
+        "| sampler | status | draws | s/step | compile s | sampling s | ESS w (min) "
+        "| ESS X (min) | ESS X Ham. | ESS w/s | ESS X min/s | ESS X Ham./s "
+        "| w/s vs best Gibbs-type |",
+        "|" + "---|" * 13,
+    ]
+    for row in rows:
+        ok = row.status == "ok"
+        cells = [
+            row.method,
+            row.status if ok else f"{row.status} ({row.note})",
+            str(row.num_samples) if ok else "-",
+            _fmt(row.step_s, 3),
+            _fmt(row.compile_s),
+            _fmt(row.sampling_s),
+            _fmt(row.ess_w_min, 4),
+            _fmt(row.ess_x_min, 4),
+            _fmt(row.ess_x_hamming, 4),
+            _fmt(row.ess_w_per_s),
+            _fmt(row.ess_x_min_per_s),
+            _fmt(row.ess_x_hamming_per_s),
+            _fmt(row.w_per_s_vs_best_gibbs),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="LBPGibbs vs numpyro's samplers on an FHMM.")
+    parser.add_argument("--L", type=int, default=200, help="time steps (default 200)")
+    parser.add_argument("--K", type=int, default=5, help="binary chains (default 5)")
+    parser.add_argument("--config", choices=["C1", "C2", "C3"], default="C2")
+    parser.add_argument("--num-warmup", type=int, default=1000)
+    parser.add_argument("--num-samples", type=int, default=2000)
+    parser.add_argument("--gibbs-num-warmup", type=int, default=200)
+    parser.add_argument("--gibbs-num-samples", type=int, default=400)
+    parser.add_argument("--num-chunks", type=int, default=2, help=">= 2 (default 2)")
+    parser.add_argument(
+        "--time-budget", type=float, default=300.0, help="seconds per sampler (default 300)"
+    )
+    parser.add_argument("--methods", nargs="+", default=[m.name for m in METHODS])
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--quick", action="store_true", help="tiny sizes, a smoke test")
+    parser.add_argument("--out-dir", type=Path, default=DEFAULT_OUT_DIR)
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.L, args.K = 12, 2
+        args.num_warmup = args.gibbs_num_warmup = 20
+        args.num_samples = args.gibbs_num_samples = 40
+    if args.num_chunks < 2:
+        parser.error("--num-chunks must be >= 2 (the first chunk absorbs compilation)")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Run the benchmark at one size; returns what it writes to the JSON file."""
+    args = parse_args(argv)
+    settings = {
+        k: getattr(args, k)
+        for k in ("L", "K", "config", "num_warmup", "num_samples", "gibbs_num_warmup",
+                  "gibbs_num_samples", "num_chunks", "time_budget", "seed", "quick")
+    }  # fmt: skip
+    settings["cpu_count"] = os.cpu_count()
+    data = fhmm_data(args.L, args.K, args.config, seed=args.seed)
+    model_args = (jnp.asarray(data.y), args.K)
+    reference = np.random.default_rng(args.seed).integers(0, 2, args.L * args.K, dtype=np.int8)
+    rows = []
+    with fresh_compilation_cache():
+        for index, method in enumerate(m for m in METHODS if m.name in args.methods):
+            sweep = method.sweep_based
+            row = run_method(
+                method,
+                (fhmm_model, fhmm_enumerated_model),
+                model_args,
+                random.fold_in(random.key(args.seed), index),
+                num_warmup=args.gibbs_num_warmup if sweep else args.num_warmup,
+                num_samples=args.gibbs_num_samples if sweep else args.num_samples,
+                num_chunks=args.num_chunks,
+                budget=args.time_budget,
+                reference=reference,
+            )
+            print(f"[L={args.L}, K={args.K}] {method.name}: {row.status} {row.note}", flush=True)
+            rows.append(row)
+    rates = [r.ess_w_per_s for r in rows if r.method in GIBBS_TYPE and r.ess_w_per_s]
+    for row in rows:
+        if rates and row.ess_w_per_s is not None:
+            row.w_per_s_vs_best_gibbs = row.ess_w_per_s / max(rates)
+    report = markdown_report(rows, settings)
+    print(report)
+    result = {
+        "settings": settings,
+        "environment": {
+            "jax": jax.__version__,
+            "numpyro": numpyro.__version__,
+            "numpyro_discrete": numpyro_discrete.__version__,
+            "git_revision": _git_revision(),
+            "python": platform.python_version(),
+            "backend": jax.default_backend(),
+        },
+        "rows": [asdict(row) for row in rows],
+    }
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    stem = f"bench_fhmm_L{args.L}_K{args.K}"
+    (args.out_dir / f"{stem}.json").write_text(json.dumps(_json_ready(result), indent=2) + "\n")
+    (args.out_dir / f"{stem}.md").write_text(report)
+    return result
+
+
+if __name__ == "__main__":
+    main()
