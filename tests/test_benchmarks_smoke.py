@@ -89,14 +89,13 @@ def test_bench_fhmm_budget_and_memory(monkeypatch):
 
     models = (bench.fhmm_model, bench.fhmm_enumerated_model)
     monkeypatch.setattr(bench, "step_cost", lambda *args, **kwargs: 2.0)
-    row = bench.run_method(bench.METHODS[0], models, (), random.key(0), num_warmup=10, num_samples=10,
-                           num_chunks=2, budget=30.0, reference=None)  # fmt: skip
+    kwargs = {"num_warmup": 10, "num_samples": 10, "num_chunks": 2, "budget": 30.0}
+    row = bench.run_method(bench.METHODS[0], models, (), random.key(0), reference=None, **kwargs)
     assert row.status == "over budget" and row.predicted_s == 40.0
 
     def oom(*args, **kwargs):
         raise MemoryError
 
     monkeypatch.setattr(bench, "step_cost", oom)
-    row = bench.run_method(bench.METHODS[0], models, (), random.key(0), num_warmup=10, num_samples=10,
-                           num_chunks=2, budget=30.0, reference=None)  # fmt: skip
+    row = bench.run_method(bench.METHODS[0], models, (), random.key(0), reference=None, **kwargs)
     assert row.status == "out of memory"
