@@ -322,8 +322,10 @@ def run_sampler(
     num_chunks: int,
     num_chains: int,
     reference: np.ndarray,
+    init_params: dict[str, Any] | None = None,
 ) -> Row:
-    """Warm up, then sample in `num_chunks` timed chunks; compute every metric."""
+    """Warm up (from `init_params` if given, else a prior draw), then sample in
+    `num_chunks` timed chunks; compute every metric."""
     chunk_size = math.ceil(num_samples / num_chunks)
     mcmc = MCMC(
         spec.make(target.model),
@@ -334,7 +336,7 @@ def run_sampler(
         progress_bar=False,
     )
     start = time.perf_counter()
-    mcmc.warmup(rng_key, extra_fields=spec.extra_fields)
+    mcmc.warmup(rng_key, extra_fields=spec.extra_fields, init_params=init_params)
     jax.block_until_ready(mcmc.post_warmup_state)
     warmup_s = time.perf_counter() - start
 

@@ -3,6 +3,7 @@
 import itertools
 
 import numpy as np
+from scipy import stats
 
 import jax
 import jax.numpy as jnp
@@ -59,3 +60,43 @@ def iid_tv_quantile(pi, num_draws, quantile=0.99, reps=200, seed=0):
     counts = rng.multinomial(num_draws, pi, size=reps)
     tvs = 0.5 * np.abs(counts / num_draws - pi).sum(1)
     return float(np.quantile(tvs, quantile))
+
+
+def enumerate_model(model, args, sites):
+    """
+    Exact posterior of a numpyro model over the joint values of `sites`, a dict
+    ``name -> (shape, values)`` listing each site's support (truncated if infinite); every
+    other latent site must be enumerated or absent. Returns the states as a flat integer
+    array ``(S, N)`` (sites in the given order, row-major) and their probabilities, from
+    numpyro's own ``log_density``.
+    """
+    from numpyro.infer.util import log_density
+
+    names = list(sites)
+    shapes = [sites[name][0] for name in names]
+    sizes = [int(np.prod(shape)) for shape in shapes]
+    per_coord = [
+        sites[name][1] for name, size in zip(names, sizes, strict=True) for _ in range(size)
+    ]
+    states = np.array(list(itertools.product(*per_coord)), dtype=np.int32)
+
+    def log_joint(flat):
+        values, start = {}, 0
+        for name, shape, size in zip(names, shapes, sizes, strict=True):
+            values[name] = flat[start : start + size].reshape(shape)
+            start += size
+        return log_density(model, args, {}, values)[0]
+
+    log_p = np.asarray(jax.jit(jax.vmap(log_joint))(jnp.asarray(states)), np.float64)
+    p = np.exp(log_p - log_p.max())
+    return states, p / p.sum()
+
+
+def chi_square_rows(counts, matrix):
+    """Pooled chi-square of observed transition counts against the exact rows."""
+    expected = counts.sum(1, keepdims=True) * matrix
+    mask = expected > 0
+    assert np.all(counts[~mask] == 0), "a transition of probability zero happened"
+    statistic = np.sum((counts[mask] - expected[mask]) ** 2 / expected[mask])
+    dof = int(mask.sum()) - counts.shape[0]
+    return stats.chi2.sf(statistic, dof)

@@ -5,7 +5,6 @@ import itertools
 
 import numpy as np
 import pytest
-from scipy import stats
 
 import jax
 from jax import random
@@ -20,7 +19,13 @@ from numpyro_discrete.core.local_ratios import (
     gradient_local_fn,
 )
 
-from exact import all_binary_states, exact_distribution, random_binary_target, state_index
+from exact import (
+    all_binary_states,
+    chi_square_rows,
+    exact_distribution,
+    random_binary_target,
+    state_index,
+)
 
 NUM_COORDS = 5
 
@@ -99,16 +104,6 @@ def test_detailed_balance(x64, path_length, balancing, weights, padded):
         assert np.max(np.abs(d_grad - d_exact)) > 0.1
 
 
-def _chi_square_rows(counts, matrix):
-    """Pooled chi-square of observed transition counts against the exact rows."""
-    expected = counts.sum(1, keepdims=True) * matrix
-    mask = expected > 0
-    assert np.all(counts[~mask] == 0), "a transition of probability zero happened"
-    statistic = np.sum((counts[mask] - expected[mask]) ** 2 / expected[mask])
-    dof = int(mask.sum()) - counts.shape[0]
-    return stats.chi2.sf(statistic, dof)
-
-
 @pytest.mark.parametrize("balancing", ["sqrt", "barker"])
 def test_kernel_matches_transition_matrix(x64, balancing):
     """The jitted kernel, Gumbel-top-k sampling included, draws from the enumerated matrix."""
@@ -133,7 +128,7 @@ def test_kernel_matches_transition_matrix(x64, balancing):
         keys = random.split(random.key(row), draws)
         new_state, info = step_from(x, keys)
         np.add.at(counts[row], np.asarray(state_index(new_state.position)), 1)
-    assert _chi_square_rows(counts, matrix) > 1e-4
+    assert chi_square_rows(counts, matrix) > 1e-4
 
 
 def test_albp_frozen_scale_is_a_mixture_of_lbp_kernels(x64):
@@ -155,4 +150,4 @@ def test_albp_frozen_scale_is_a_mixture_of_lbp_kernels(x64):
         new_state = sample(init(random.split(random.key(100 + row), draws)))
         np.testing.assert_allclose(new_state.num_flips, 1.5)
         np.add.at(counts[row], np.asarray(state_index(new_state.z["x"])), 1)
-    assert _chi_square_rows(counts, mixture) > 1e-4
+    assert chi_square_rows(counts, mixture) > 1e-4

@@ -19,7 +19,7 @@ from numpyro_discrete.core.local_ratios import (
     mixed_local_fn,
 )
 
-from test_path_exact import _chi_square_rows
+from exact import chi_square_rows
 
 # Spaces: per coordinate (num_categories, lower, upper); num_categories 0 means ordinal.
 SPACES = {
@@ -34,7 +34,7 @@ WINDOWS = {"categorical": 1, "ordinal": 2, "mixed": 1}
 
 
 def _space(name):
-    num_categories, lower, upper = (np.array(column) for column in zip(*SPACES[name]))
+    num_categories, lower, upper = (np.array(column) for column in zip(*SPACES[name], strict=True))
     values = [
         np.arange(k) if k else np.arange(lo, hi + 1)
         for k, lo, hi in zip(num_categories, lower, upper, strict=True)
@@ -107,8 +107,8 @@ def transition_matrix(space, path_length, balancing, weights, seed):
         restored = path.apply_path(y, backward, neighbourhood)
         return y, log_q_forward, log_accept, jnp.all(restored == x)
 
-    ys, log_q, log_a, restores = jax.vmap(
-        lambda x: jax.vmap(lambda c, m: move(x, c, m))(coords, choices)
+    ys, log_q, log_a, restores = jax.jit(
+        jax.vmap(lambda x: jax.vmap(lambda c, m: move(x, c, m))(coords, choices))
     )(jnp.asarray(states))
     log_q, log_a = np.asarray(log_q), np.asarray(log_a)
     proposable = np.isfinite(log_q)
@@ -176,9 +176,7 @@ def test_mixed_local_fn_matches_exact_and_gradient_rows(x64):
     for log_p, _ in parts.values():
         np.testing.assert_allclose(log_p, log_pi(x), rtol=1e-12)
     np.testing.assert_array_equal(parts["mixed"][1][exact_rows], parts["exact"][1][exact_rows])
-    np.testing.assert_array_equal(
-        parts["mixed"][1][~exact_rows], parts["gradient"][1][~exact_rows]
-    )
+    np.testing.assert_array_equal(parts["mixed"][1][~exact_rows], parts["gradient"][1][~exact_rows])
 
 
 @pytest.mark.parametrize("space", ["mixed"])
@@ -203,4 +201,4 @@ def test_kernel_matches_transition_matrix(x64, space):
     for row, x in enumerate(states):
         new_state, _ = step_from(jnp.asarray(x), random.split(random.key(row), draws))
         np.add.at(counts[row], index_of(new_state.position), 1)
-    assert _chi_square_rows(counts, matrix) > 1e-4
+    assert chi_square_rows(counts, matrix) > 1e-4

@@ -224,12 +224,17 @@ class LBP(MCMCKernel):
                 f"LBP: `num_flips={self._num_flips}` exceeds the number of discrete "
                 f"coordinates ({num_coords}); use `num_flips <= {num_coords}`."
             )
-        if self._num_flips % 2 == 0 and layout.all_binary:
-            # every step flips exactly R binary coordinates, so sum(x) mod 2 never changes
+        unit_steps = all(
+            support.kind == "binary" or (support.kind == "ordinal" and self._ordinal_window == 1)
+            for support in layout.supports
+        )
+        if self._num_flips % 2 == 0 and unit_steps:
+            # every step moves exactly R coordinates by +-1, so sum(x) mod 2 never changes
             warnings.warn(
-                f"LBP with an even `num_flips={self._num_flips}` on binary sites never "
-                "changes the parity of the number of ones, so the chain cannot leave the "
-                "half of the state space it starts in. Use an odd `num_flips`, or ALBP.",
+                f"LBP with an even `num_flips={self._num_flips}` on binary sites (or ordinal "
+                "sites with `ordinal_window=1`) never changes the parity of the sum of the "
+                "values, so the chain cannot leave the half of the state space it starts "
+                "in. Use an odd `num_flips`, a larger `ordinal_window`, or ALBP.",
                 stacklevel=2,
             )
         return self._num_flips

@@ -243,10 +243,14 @@ def _concrete_bound(site: Mapping[str, Any], name: str, bound: Any, kernel_name:
 def _site_support(site: Mapping[str, Any], name: str, kernel_name: str) -> SiteSupport:
     fn = site["fn"]
     support = fn.support
-    if fn.event_shape:
+    # `to_event` makes element-wise supports into an event; each element still moves alone
+    while isinstance(support, constraints.independent):
+        support = support.base_constraint
+    if _base_distribution(fn).event_shape:
         raise ValueError(
             f"Site {name!r} ({_describe(site)}) is a multivariate discrete distribution "
-            f"(event shape {fn.event_shape}); {kernel_name} samples univariate discrete "
+            f"(event shape {_base_distribution(fn).event_shape}); {kernel_name} samples "
+            "univariate discrete "
             "sites (Bernoulli, Categorical, Binomial, Poisson, ...). Rewrite it as "
             "univariate sites, or marginalise it with `infer={'enumerate': 'parallel'}`."
         )

@@ -1,0 +1,216 @@
+"""Sampling tests on categorical, ordinal and mixed numpyro models against exact
+enumeration computed in the test (fixed seeds, stated tolerances)."""
+
+import numpy as np
+import pytest
+
+from jax import random
+import jax.numpy as jnp
+
+import numpyro
+from numpyro.diagnostics import effective_sample_size
+import numpyro.distributions as dist
+from numpyro.infer import MCMC
+
+from numpyro_discrete import ALBP, LBP
+
+from exact import enumerate_model, iid_tv_quantile
+
+
+def _run(kernel, *args, num_samples=5000, num_chains=4, seed=0):
+    mcmc = MCMC(
+        kernel,
+        num_warmup=1000,
+        num_samples=num_samples,
+        num_chains=num_chains,
+        chain_method="vectorized",
+        progress_bar=False,
+    )
+    mcmc.run(random.key(seed), *args)
+    return mcmc
+
+
+def _flat_draws(samples, names):
+    """Draws of several sites as one flat integer matrix (sites in order, row-major)."""
+    num_draws = samples[names[0]].shape[0]
+    return np.concatenate(
+        [np.asarray(samples[name]).reshape(num_draws, -1) for name in names], axis=1
+    )
+
+
+def _state_counts(draws, states):
+    lookup = {tuple(s): i for i, s in enumerate(states)}
+    counts = np.zeros(len(states))
+    for row in draws:
+        counts[lookup[tuple(row)]] += 1
+    return counts / len(draws)
+
+
+def _assert_tv(draws, states, pi):
+    """
+    Total variation to the enumerated target below the 99% quantile of the TV that
+    independent exact draws reach with one fifth of the sample size (an ESS of 20% of the
+    draws). The tolerance must also be smaller than the TV to the product of the target's
+    marginals, so that a sampler ignoring the couplings fails.
+    """
+    empirical = _state_counts(draws, states)
+    tolerance = iid_tv_quantile(pi, len(draws) // 5)
+    product = np.ones(len(states))
+    for j in range(states.shape[1]):
+        marginal = {v: pi[states[:, j] == v].sum() for v in np.unique(states[:, j])}
+        product *= np.array([marginal[v] for v in states[:, j]])
+    assert tolerance < 0.5 * np.abs(pi - product).sum()
+    tv = 0.5 * np.abs(empirical - pi).sum()
+    assert tv < tolerance, (tv, tolerance)
+
+
+# --- a Potts model: three colours on a 2 x 3 grid, colours used as indices ---------------
+
+POTTS_EDGES = np.array([[0, 1], [1, 2], [3, 4], [4, 5], [0, 3], [1, 4], [2, 5]])
+
+
+def potts_model(field, interaction):
+    c = numpyro.sample("c", dist.Categorical(logits=field))
+    numpyro.factor("edges", jnp.sum(interaction[c[POTTS_EDGES[:, 0]], c[POTTS_EDGES[:, 1]]]))
+
+
+@pytest.mark.parametrize(
+    "make_kernel",
+    [lambda: ALBP(potts_model), lambda: LBP(potts_model, num_flips=1, balancing="barker")],
+    ids=["ALBP", "LBP-1-barker"],
+)
+def test_potts_against_enumeration(make_kernel):
+    rng = np.random.default_rng(0)
+    field = jnp.asarray(rng.normal(0.0, 0.5, (6, 3)))
+    interaction = jnp.asarray(np.eye(3) * 1.2 + rng.normal(0.0, 0.3, (3, 3)))
+    states, pi = enumerate_model(potts_model, (field, interaction), {"c": ((6,), range(3))})
+    kernel = make_kernel()
+    mcmc = _run(kernel, field, interaction)
+    assert kernel.weights_mode == {"c": "exact"}  # colours are unordered indices
+    _assert_tv(_flat_draws(mcmc.get_samples(), ["c"]), states, pi)
+
+
+# --- Poisson latents, an infinite ordinal support ----------------------------------------
+
+
+def poisson_model(y):
+    n = numpyro.sample("n", dist.Poisson(jnp.array([3.0, 6.0])))
+    numpyro.sample("y", dist.Normal(n[0] + 0.5 * n[1], 1.5), obs=y)
+
+
+@pytest.mark.parametrize(
+    "make_kernel",
+    [lambda: LBP(poisson_model), lambda: ALBP(poisson_model, ordinal_window=3)],
+    ids=["LBP-1", "ALBP-window-3"],
+)
+def test_poisson_latent_against_enumeration(make_kernel):
+    """Enumeration truncated at 40 per coordinate: the prior tail above 40 has probability
+    below 1e-15 and the likelihood only shrinks it. (With window 1, an even path length
+    keeps the parity of n[0] + n[1]: ALBP, which tunes R to 2 = N here, would then switch
+    parity only on its rare R = 1 steps; LBP warns about that case.)"""
+    y = jnp.array(9.0)
+    states, pi = enumerate_model(poisson_model, (y,), {"n": ((2,), range(41))})
+    kernel = make_kernel()
+    mcmc = _run(kernel, y, num_samples=10000)
+    assert kernel.weights_mode == {"n": "gradient"}
+    samples = np.asarray(mcmc.get_samples(group_by_chain=True)["n"], float)
+    # posterior means and second moments within 4 ESS-based standard errors
+    for stat, exact in [(samples, pi @ states), (samples**2, pi @ states.astype(float) ** 2)]:
+        mcse = stat.std((0, 1)) / np.sqrt(effective_sample_size(stat))
+        assert np.all(np.abs(stat.mean((0, 1)) - exact) < 4 * mcse), (stat.mean((0, 1)), exact)
+    # and the joint, on the states holding 99.9% of the mass
+    draws = _flat_draws(mcmc.get_samples(), ["n"])
+    assert np.mean(np.all(draws <= 40, axis=1)) == 1.0
+    _assert_tv(draws, states, pi)
+
+
+# --- a mixture with known components: assignments are independent given the data ---------
+
+MIX_WEIGHTS = jnp.array([0.2, 0.5, 0.3])
+MIX_LOCS = jnp.array([-2.0, 0.0, 1.5])
+MIX_SCALE = 0.8
+
+
+def mixture_model(y):
+    with numpyro.plate("data", y.shape[0]):
+        z = numpyro.sample("z", dist.Categorical(MIX_WEIGHTS))
+        numpyro.sample("y", dist.Normal(MIX_LOCS[z], MIX_SCALE), obs=y)
+
+
+def test_mixture_assignments_against_enumeration():
+    y = random.normal(random.key(4), (30,)) * 1.5
+    # per observation, p(z_i = k | y_i) by enumerating its three values
+    log_p = jnp.log(MIX_WEIGHTS) + dist.Normal(MIX_LOCS, MIX_SCALE).log_prob(y[:, None])
+    exact = np.array(jnp.exp(log_p - jnp.max(log_p, 1, keepdims=True)))
+    exact /= exact.sum(1, keepdims=True)
+    mcmc = _run(ALBP(mixture_model), y)
+    z = np.asarray(mcmc.get_samples(group_by_chain=True)["z"])
+    for k in range(3):
+        indicator = (z == k).astype(float)
+        mean = indicator.mean((0, 1))
+        ess = effective_sample_size(indicator + 1e-12 * random.normal(random.key(k), z.shape))
+        mcse = np.sqrt(exact[:, k] * (1 - exact[:, k]) / ess)
+        assert np.all(np.abs(mean - exact[:, k]) < 4 * mcse + 2e-3), (k, mean, exact[:, k])
+
+
+# --- several site kinds, shapes and dtypes in one model ----------------------------------
+
+
+def mixed_sites_model():
+    b = numpyro.sample("b", dist.Bernoulli(0.3).expand([2]))
+    c = numpyro.sample("c", dist.Categorical(jnp.array([0.2, 0.3, 0.5])))
+    k = numpyro.sample("k", dist.Binomial(4, 0.4))
+    u = numpyro.sample("u", dist.DiscreteUniform(-1, 2))
+    score = jnp.array([0.0, 1.0, -0.5])[c] * (k - 2) + 0.7 * b[0] * u - 0.4 * b[1] * k
+    numpyro.factor("coupling", score)
+
+
+def test_mixed_sites_keep_dtypes_and_match_enumeration():
+    sites = {
+        "b": ((2,), range(2)),
+        "c": ((), range(3)),
+        "k": ((), range(5)),
+        "u": ((), range(-1, 3)),
+    }
+    states, pi = enumerate_model(mixed_sites_model, (), sites)
+    kernel = ALBP(mixed_sites_model)
+    mcmc = _run(kernel, num_samples=6000)
+    assert kernel.weights_mode == {"b": "gradient", "c": "exact", "k": "gradient", "u": "gradient"}
+    samples = mcmc.get_samples()
+    prior = numpyro.handlers.trace(numpyro.handlers.seed(mixed_sites_model, 0)).get_trace()
+    for name in sites:
+        assert samples[name].dtype == prior[name]["value"].dtype
+        assert samples[name].shape[1:] == prior[name]["value"].shape
+    _assert_tv(_flat_draws(samples, list(sites)), states, pi)
+
+
+# --- sites marked for enumeration are summed out, not sampled ---------------------------
+
+
+def enumerated_model(y):
+    c = numpyro.sample(
+        "c", dist.Categorical(jnp.array([0.3, 0.7])), infer={"enumerate": "parallel"}
+    )
+    x = numpyro.sample("x", dist.Bernoulli(0.5).expand([3]).to_event(1))
+    mean = jnp.array([-1.0, 1.0])[c] + x.sum(-1)
+    numpyro.sample("y", dist.Normal(mean, 1.0), obs=y)
+
+
+def test_enumerated_site_is_marginalised():
+    y = jnp.array(2.0)
+    states, pi = enumerate_model(
+        enumerated_model, (y,), {"c": ((), range(2)), "x": ((3,), range(2))}
+    )
+    # the x-marginal of the exact joint: sum over the enumerated c
+    x_states = states[:, 1:]
+    exact_x = pi @ x_states
+    kernel = ALBP(enumerated_model)
+    mcmc = _run(kernel, y)
+    samples = mcmc.get_samples(group_by_chain=True)
+    assert set(samples) == {"x"}
+    x = np.asarray(samples["x"], float)
+    mcse = x.std((0, 1)) / np.sqrt(effective_sample_size(x))
+    assert np.all(np.abs(x.mean((0, 1)) - exact_x) < 4 * mcse), (x.mean((0, 1)), exact_x)
+    # and the posterior of x differs from the one with c fixed at its likelier value
+    fixed = pi[states[:, 0] == 1] @ x_states[states[:, 0] == 1] / pi[states[:, 0] == 1].sum()
+    assert np.max(np.abs(fixed - exact_x)) > 10 * np.max(mcse)
