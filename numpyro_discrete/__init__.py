@@ -3,7 +3,7 @@ proposals with gradients, multi-site path moves, and adaptive path lengths."""
 
 from numpyro_discrete.kernels.lbp import ALBP, LBP, LBPState
 from numpyro_discrete.kernels.lbp_gibbs import LBPGibbs, LBPGibbsState
-from numpyro_discrete.model.layout import SiteSupport
+from numpyro_discrete.model.layout import SiteSupport, discrete_sites
 
-__all__ = ["ALBP", "LBP", "LBPGibbs", "LBPGibbsState", "LBPState", "SiteSupport"]
+__all__ = ["ALBP", "LBP", "LBPGibbs", "LBPGibbsState", "LBPState", "SiteSupport", "discrete_sites"]
 __version__ = "0.1.0"

@@ -99,3 +99,26 @@ def test_bench_fhmm_budget_and_memory(monkeypatch):
     monkeypatch.setattr(bench, "step_cost", oom)
     row = bench.run_method(bench.METHODS[0], models, (), random.key(0), reference=None, **kwargs)
     assert row.status == "out of memory"
+
+
+def test_bench_supports_quick(tmp_path, monkeypatch):
+    """``benchmarks/bench_supports.py --quick``: every sampler on the Potts and Poisson
+    targets, ALBP's auto weights exact on the Potts colours and gradient on the counts."""
+    monkeypatch.syspath_prepend(str(ROOT))
+    bench = importlib.import_module("benchmarks.bench_supports")
+    bench.main(["--quick", "--out-dir", str(tmp_path)])
+    assert (tmp_path / "bench_supports.md").stat().st_size > 0
+    result = json.loads((tmp_path / "bench_supports.json").read_text())
+    rows = {(row["target"], row["sampler"]): row for row in result["rows"]}
+    assert set(rows) == {
+        *((target, name) for target in ("potts-3", "poisson-6") for name in ("ALBP", "LBP1")),
+        ("poisson-6", "ALBP-exact"),
+        ("potts-3", "DiscreteGibbs"),
+        ("poisson-6", "DiscreteGibbs"),
+    }
+    assert result["weights_mode"]["potts-3/ALBP"] == "exact"
+    assert result["weights_mode"]["poisson-6/ALBP"] == "gradient"
+    assert result["weights_mode"]["poisson-6/ALBP-exact"] == "exact"
+    for key, row in rows.items():
+        for field in ("ess_min", "sampling_s", "ess_min_per_s", "ess_min_per_s_vs_gibbs"):
+            assert _is_finite_number(row[field]) and row[field] > 0, (key, field)

@@ -216,6 +216,24 @@ def test_categorical_mixture_moments():
     _assert_within_mcse(x.var(), var, _mcse_of_mean((x - mean) ** 2), 4.0, "Var[x]")
 
 
+def poisson_mixture(rate):
+    n = numpyro.sample("n", dist.Poisson(rate))
+    numpyro.sample("x", dist.Normal(n, 1.0))
+
+
+def test_poisson_latent_moments():
+    """A discrete site with an infinite support (numpyro's own `discrete_latent_sites`
+    skips it): x ~ N(n, 1), n ~ Poisson(3), so E[x] = 3 and Var[x] = 3 + 1 = 4."""
+    mcmc = MCMC(LBPGibbs(NUTS(poisson_mixture)), num_warmup=1000, num_samples=10000,
+                progress_bar=False)  # fmt: skip
+    mcmc.run(random.key(5), 3.0)
+    samples = mcmc.get_samples(group_by_chain=True)
+    assert samples["n"].dtype.kind == "i"
+    x = np.asarray(samples["x"], np.float64)
+    _assert_within_mcse(x.mean(), 3.0, _mcse_of_mean(x), 4.0, "E[x]")
+    _assert_within_mcse(x.var(), 4.0, _mcse_of_mean((x - 3.0) ** 2), 4.0, "Var[x]")
+
+
 # --- refresh under new conditioning -------------------------------------------------------
 
 

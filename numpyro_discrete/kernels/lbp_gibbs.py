@@ -13,7 +13,6 @@ from numpyro.infer.gibbs import (
     Gibbs,
     GibbsState,
     conditioned,
-    discrete_latent_sites,
     latent_sample_sites,
     prototype_trace,
 )
@@ -22,6 +21,7 @@ from numpyro.infer.mcmc import MCMCKernel
 from numpyro.util import is_prng_key
 
 from numpyro_discrete.kernels.lbp import ALBP
+from numpyro_discrete.model.layout import discrete_sites
 
 __all__ = ["LBPGibbs", "LBPGibbsState"]
 
@@ -95,7 +95,7 @@ class LBPGibbs(Gibbs):
     mass matrix of the inner kernel (each on its own conditional).
 
     It is the two-block composite
-    ``Gibbs([(discrete_kernel, discrete_latent_sites), (inner_kernel, None)])`` of numpyro's
+    ``Gibbs([(discrete_kernel, discrete_sites), (inner_kernel, None)])`` of numpyro's
     :class:`~numpyro.infer.gibbs.Gibbs`, like numpyro's
     :class:`~numpyro.infer.hmc_gibbs.DiscreteHMCGibbs` with its one-coordinate-at-a-time
     Gibbs sweep replaced by a gradient-informed multi-coordinate move, plus checks of the
@@ -178,7 +178,7 @@ class LBPGibbs(Gibbs):
                     "callable as `inner_kernel`, e.g. "
                     f"LBPGibbs(NUTS(model), discrete_kernel={name}(model))."
                 )
-        super().__init__([(discrete_kernel, discrete_latent_sites), (inner_kernel, None)])
+        super().__init__([(discrete_kernel, discrete_sites), (inner_kernel, None)])
         self.discrete_kernel, self.inner_kernel = self._kernels
 
     @property
@@ -188,7 +188,7 @@ class LBPGibbs(Gibbs):
     def _check_model(self, rng_key: jax.Array, model_args: tuple, model_kwargs: dict) -> None:
         """Errors that name the sites and the fix, before numpyro's generic ones."""
         model_trace = prototype_trace(conditioned(self._model), rng_key, model_args, model_kwargs)
-        discrete = discrete_latent_sites(model_trace)
+        discrete = discrete_sites(model_trace)
         continuous = [
             name
             for name in latent_sample_sites(model_trace)
@@ -206,13 +206,6 @@ class LBPGibbs(Gibbs):
                 f"LBPGibbs found no continuous latent sites for its inner "
                 f"{type(self.inner_kernel).__name__} (discrete latent sites: "
                 f"{list(discrete)}). Use ALBP(model) alone for this model."
-            )
-        unsupported = [name for name in continuous if model_trace[name]["fn"].support.is_discrete]
-        if unsupported:
-            raise ValueError(
-                f"LBPGibbs: latent sites {unsupported} are discrete but have no enumerable "
-                "support, so neither the discrete kernel nor HMC can sample them. Give them "
-                "a finite support or condition the model on them."
             )
 
     def init(
