@@ -563,6 +563,19 @@ def _git_revision() -> str | None:
     return commit + ("+dirty" if dirty else "")
 
 
+def environment() -> dict[str, Any]:
+    """Versions, commit and platform, recorded in every benchmark's JSON."""
+    return {
+        "jax": jax.__version__,
+        "numpyro": numpyro.__version__,
+        "numpyro_discrete": numpyro_discrete.__version__,
+        "git_revision": _git_revision(),
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "backend": jax.default_backend(),
+    }
+
+
 def build_targets(
     names: Sequence[str], sizes: dict[str, int], config: str, seed: int
 ) -> list[Target]:
@@ -676,15 +689,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
     result = {
         "settings": settings,
-        "environment": {
-            "jax": jax.__version__,
-            "numpyro": numpyro.__version__,
-            "numpyro_discrete": numpyro_discrete.__version__,
-            "git_revision": _git_revision(),
-            "python": platform.python_version(),
-            "machine": platform.machine(),
-            "backend": jax.default_backend(),
-        },
+        "environment": environment(),
         "timing": "t_k the wall time of chunk k; compile_s = t_1 - median(t_2..t_K) and "
         "sampling_s = sum(t_2..t_K) + median(t_2..t_K), or, when compiled_in_warmup, "
         "compile_s = warmup_s - median(t_2..t_K) and sampling_s = sum(t_1..t_K) (see the "

@@ -56,7 +56,6 @@ import json
 import math
 import os
 from pathlib import Path
-import platform
 import time
 from typing import Any
 
@@ -71,15 +70,14 @@ from numpyro.infer import HMC, MCMC, NUTS, DiscreteGibbs, DiscreteHMCGibbs, Gibb
 from numpyro.infer.gibbs import discrete_latent_sites
 from numpyro.infer.mcmc import MCMCKernel
 
-import numpyro_discrete
 from numpyro_discrete import LBPGibbs
 
 from benchmarks.bench_binary import (
     _chunk_timing,
     _fmt,
-    _git_revision,
     _json_ready,
     coordinate_ess,
+    environment,
     fresh_compilation_cache,
     hamming_ess,
 )
@@ -327,14 +325,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     print(report)
     result = {
         "settings": settings,
-        "environment": {
-            "jax": jax.__version__,
-            "numpyro": numpyro.__version__,
-            "numpyro_discrete": numpyro_discrete.__version__,
-            "git_revision": _git_revision(),
-            "python": platform.python_version(),
-            "backend": jax.default_backend(),
-        },
+        "environment": environment(),
         "rows": [asdict(row) for row in rows],
     }
     args.out_dir.mkdir(parents=True, exist_ok=True)

@@ -53,7 +53,6 @@ import numpyro
 import numpyro.distributions as dist
 from numpyro.infer import DiscreteGibbs
 
-import numpyro_discrete
 from numpyro_discrete import ALBP, LBP
 
 from benchmarks.bench_binary import (
@@ -62,9 +61,9 @@ from benchmarks.bench_binary import (
     Row,
     SamplerSpec,
     _fmt,
-    _git_revision,
     _json_ready,
     add_gibbs_ratios,
+    environment,
     fresh_compilation_cache,
     run_sampler,
 )
@@ -288,13 +287,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     print(report)
     result = {
         "settings": settings,
-        "environment": {
-            "jax": jax.__version__,
-            "numpyro": numpyro.__version__,
-            "numpyro_discrete": numpyro_discrete.__version__,
-            "git_revision": _git_revision(),
-            "backend": jax.default_backend(),
-        },
+        "environment": environment(),
         "weights_mode": {f"{t}/{s}": m for (t, s), m in modes.items()},
         "rows": [asdict(row) for row in rows],
     }
