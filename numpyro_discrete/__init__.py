@@ -1,9 +1,21 @@
 """Fast MCMC for the discrete latent variables of NumPyro models: locally balanced
 proposals with gradients, multi-site path moves, and adaptive path lengths."""
 
+from numpyro_discrete.kernels.acs import ACS, DMALA, ACSState
 from numpyro_discrete.kernels.lbp import ALBP, LBP, LBPState
 from numpyro_discrete.kernels.lbp_gibbs import LBPGibbs, LBPGibbsState
 from numpyro_discrete.model.layout import SiteSupport, discrete_sites
 
-__all__ = ["ALBP", "LBP", "LBPGibbs", "LBPGibbsState", "LBPState", "SiteSupport", "discrete_sites"]
+__all__ = [
+    "ACS",
+    "ACSState",
+    "ALBP",
+    "DMALA",
+    "LBP",
+    "LBPGibbs",
+    "LBPGibbsState",
+    "LBPState",
+    "SiteSupport",
+    "discrete_sites",
+]
 __version__ = "0.1.0"

@@ -239,6 +239,11 @@ class LBP(MCMCKernel):
             )
         return self._num_flips
 
+    def _build_step(self) -> Callable:
+        """The core transition kernel, built at ``init`` once the layout is known."""
+        buckets = path.top_k_buckets(self._max_path_length(self._layout))
+        return path.build_kernel(get_balancing(self._balancing), self._neighbourhood, buckets)
+
     def _initial_scale(self) -> float:
         return float(self._num_flips)
 
@@ -427,8 +432,7 @@ class LBP(MCMCKernel):
             *self._layout.coordinate_supports(), window=self._ordinal_window
         )
         self._resolve_weights(model_args, model_kwargs)
-        buckets = path.top_k_buckets(self._max_path_length(self._layout))
-        self._step = path.build_kernel(get_balancing(self._balancing), self._neighbourhood, buckets)
+        self._step = self._build_step()
         if batched:
             state = jax.vmap(self._init_one, in_axes=(0, 0, None, None))(
                 rng_key, init_params, model_args, model_kwargs

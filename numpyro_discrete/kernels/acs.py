@@ -1,0 +1,434 @@
+"""numpyro kernels for the coordinate-wise proposal with step size and balancing parameter:
+:class:`ACS` (cyclical schedules tuned during warmup) and :class:`DMALA` (one fixed pair)."""
+
+from collections.abc import Callable, Mapping
+import math
+from typing import Any, NamedTuple
+
+import numpy as np
+
+import jax
+from jax import random
+import jax.numpy as jnp
+
+from numpyro_discrete.core import cyclical
+from numpyro_discrete.kernels.lbp import LBP
+from numpyro_discrete.model.layout import SiteSupport
+
+__all__ = ["ACS", "ACSState", "DMALA"]
+
+
+class ACSState(NamedTuple):
+    """
+    State of :class:`ACS` and :class:`DMALA`.
+
+    - **i** - iteration. Not reset after warmup: tuning runs while ``i`` is below its budget.
+    - **z** - dict of the current values of the discrete sites, in the model's dtypes.
+    - **potential_energy** - potential energy ``-log pi(z)`` under the current conditioning.
+    - **log_ratios** - cached ``(N, M)`` table of local log-ratios at ``z`` (gradient or
+      exact, see ``weights``).
+    - **accept_prob** - acceptance probability ``min(1, A)`` of this step's proposal.
+    - **mean_accept_prob** - mean acceptance probability, restarted after warmup.
+    - **step_size** - the step size ``alpha`` this step used.
+    - **balancing** - the balancing parameter ``beta`` this step used.
+    - **cycle_position** - this step's position ``k`` in the cycle, ``0 <= k < cycle_length``
+      (``-1`` during the tuning steps).
+    - **num_changed** - number of coordinates this step changed.
+    - **tuning** - :class:`~numpyro_discrete.core.cyclical.TuningState`: the schedules
+      (``tuning.step_size_max``, ``tuning.step_size_min``, ``tuning.balancing``, frozen
+      once tuning ends) and the bookkeeping of the tuning rounds.
+    - **rng_key** - random key for the next step.
+    """
+
+    i: jax.Array
+    z: dict[str, jax.Array]
+    potential_energy: jax.Array
+    log_ratios: jax.Array
+    accept_prob: jax.Array
+    mean_accept_prob: jax.Array
+    step_size: jax.Array
+    balancing: jax.Array
+    cycle_position: jax.Array
+    num_changed: jax.Array
+    tuning: cyclical.TuningState
+    rng_key: jax.Array
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and math.isfinite(value)
+
+
+def _check_step_size(name: str, argument: str, value: Any) -> None:
+    if value is not None and not (_is_number(value) and value > 0):
+        raise ValueError(f"{name}: `{argument}` must be a finite number > 0, got {value!r}.")
+
+
+class ACS(LBP):
+    """
+    Automatic cyclical sampler [1] for the discrete latent sites of a model: binary,
+    categorical and integer-valued (ordinal) sites, in any mix of shapes. Each step proposes a
+    new value for every coordinate at once, independently, with probability
+    ``softmax_v(beta * d_j(v) - dist(v, x_j)^2 / (2 alpha))`` over its current value and its
+    candidates (``d_j(v)`` the local log-ratio of moving coordinate ``j`` to ``v``, estimated
+    from one gradient or computed exactly), and applies a Metropolis-Hastings correction. The
+    step size ``alpha`` follows a cosine cycle of `cycle_length` steps from ``alpha_max``
+    down to ``alpha_min`` (large steps explore distant modes, small ones refine the current
+    one) and the balancing parameter ``beta`` goes from `beta_max` down to `beta_min` along
+    it. ``alpha_max``, ``alpha_min`` and the ``beta`` schedule are tuned automatically in
+    the first ``tune_fraction * num_warmup`` warmup steps (Alg. 2 of [1]: a burn-in, a
+    search for the largest and the smallest step sizes whose acceptance is
+    `target_accept_prob`, and the ``beta`` of highest acceptance at each position of the
+    cycle), then frozen; the rest of warmup and the sampling phase cycle through the
+    schedules. Every step is a Metropolis-Hastings move that leaves the target invariant, so
+    the cycle is a composition of invariant kernels. Each step costs two evaluations of the
+    log density with its gradient (plus, for sites with exact weights, one batched
+    evaluation per neighbour).
+
+    New values: a binary coordinate may flip (distance 1); a categorical one may take any
+    other category (one-hot distance, squared 2); an ordinal one may move within
+    `ordinal_window` of its value, inside its support (squared integer distance).
+
+    .. note:: With one chain, each acceptance rate the tuning compares is that of a single
+        proposal, so the tuned values are noisy on small models; the paper averages over a
+        batch of chains. Give ``alpha_max``/``alpha_min`` to fix either end of the cycle.
+
+    **References:**
+
+    1. *Gradient-based Discrete Sampling with Automatic Cyclical Scheduling*, Patrick
+       Pynadath, Riddhiman Bhattacharya, Arun Hariharan, Ruqi Zhang (2024)
+    2. *A Langevin-like Sampler for Discrete Distributions*, Ruqi Zhang, Xingchao Liu, Qiang
+       Liu (2022)
+
+    :param model: as in :class:`~numpyro_discrete.LBP`.
+    :param potential_fn: as in :class:`~numpyro_discrete.LBP`.
+    :param float target_accept_prob: ``rho*``, the acceptance rate the ends of the step-size
+        schedule are tuned to, in (0, 1).
+    :param int cycle_length: ``s``, the number of steps per cycle (the paper uses 20, or 8
+        for simpler targets).
+    :param float beta_max: balancing parameter at the start of the cycle (largest step).
+    :param float beta_min: balancing parameter at the end of the cycle (smallest step);
+        ``0 < beta_min <= beta_max <= 1`` (the paper's range is ``[0.5, 1)``).
+    :param float alpha_ceil: where the search for ``alpha_max`` starts (it only decreases).
+    :param float alpha_floor: where the search for ``alpha_min`` starts (it only increases).
+    :param float zeta: learning rate of the step-size search, in (0, 1).
+    :param float tune_fraction: fraction of the warmup steps spent tuning, in (0, 1].
+    :param float alpha_max: fix the largest step size instead of tuning it.
+    :param float alpha_min: fix the smallest step size instead of tuning it.
+    :param weights: as in :class:`~numpyro_discrete.LBP`.
+    :param int ordinal_window: half-width of the window of new values around the current
+        value of an ordinal coordinate (the proposal is truncated to it: widen it for large
+        step sizes).
+    :param dict supports: as in :class:`~numpyro_discrete.LBP`.
+
+    **Example**
+
+    .. doctest::
+
+        >>> import jax
+        >>> import numpyro
+        >>> import numpyro.distributions as dist
+        >>> from numpyro.infer import MCMC
+        >>> from numpyro_discrete import ACS
+        ...
+        >>> def model():
+        ...     numpyro.sample("x", dist.Bernoulli(0.3).expand([100]))
+        ...
+        >>> mcmc = MCMC(ACS(model), num_warmup=1000, num_samples=2000, progress_bar=False)
+        >>> mcmc.run(jax.random.key(0), extra_fields=("step_size", "cycle_position"))
+        >>> extra = mcmc.get_extra_fields()
+        >>> assert extra["cycle_position"].max() == 19
+        >>> assert extra["step_size"].max() > extra["step_size"].min()
+        >>> assert abs(mcmc.get_samples()["x"].mean() - 0.3) < 0.02
+    """
+
+    def __init__(
+        self,
+        model: Callable | None = None,
+        potential_fn: Callable | None = None,
+        *,
+        target_accept_prob: float = 0.5,
+        cycle_length: int = 20,
+        beta_max: float = 0.95,
+        beta_min: float = 0.5,
+        alpha_ceil: float = 5.0,
+        alpha_floor: float = 0.05,
+        zeta: float = 0.5,
+        tune_fraction: float = 0.1,
+        alpha_max: float | None = None,
+        alpha_min: float | None = None,
+        weights: str | Mapping[str, str] = "auto",
+        ordinal_window: int = 5,
+        supports: Mapping[str, SiteSupport] | None = None,
+    ) -> None:
+        name = type(self).__name__
+        if not (_is_number(target_accept_prob) and 0.0 < target_accept_prob < 1.0):
+            raise ValueError(
+                f"{name}: `target_accept_prob` must lie in (0, 1), got {target_accept_prob!r}."
+            )
+        if not isinstance(cycle_length, (int, np.integer)) or cycle_length < 1:
+            raise ValueError(
+                f"{name}: `cycle_length` must be an integer >= 1 (steps per cycle), got "
+                f"{cycle_length!r}."
+            )
+        if not (
+            _is_number(beta_min) and _is_number(beta_max) and 0.0 < beta_min <= beta_max <= 1.0
+        ):
+            raise ValueError(
+                f"{name}: the balancing parameters need 0 < beta_min <= beta_max <= 1 (the "
+                f"paper uses beta_min=0.5, beta_max=0.95), got beta_min={beta_min!r}, "
+                f"beta_max={beta_max!r}."
+            )
+        for argument, value in (("alpha_ceil", alpha_ceil), ("alpha_floor", alpha_floor)):
+            _check_step_size(name, argument, value)
+        if alpha_floor >= alpha_ceil:
+            raise ValueError(
+                f"{name}: `alpha_floor={alpha_floor!r}` must be below `alpha_ceil={alpha_ceil!r}`"
+                " (the step-size searches start from these two ends)."
+            )
+        if not (_is_number(zeta) and 0.0 < zeta < 1.0):
+            raise ValueError(
+                f"{name}: `zeta` (the step-size search's learning rate) must lie in (0, 1), "
+                f"got {zeta!r}."
+            )
+        if not (_is_number(tune_fraction) and 0.0 < tune_fraction <= 1.0):
+            raise ValueError(
+                f"{name}: `tune_fraction` must lie in (0, 1] (the fraction of warmup spent "
+                f"tuning), got {tune_fraction!r}."
+            )
+        _check_step_size(name, "alpha_max", alpha_max)
+        _check_step_size(name, "alpha_min", alpha_min)
+        if alpha_max is not None and alpha_min is not None and alpha_min > alpha_max:
+            raise ValueError(
+                f"{name}: `alpha_min={alpha_min!r}` exceeds `alpha_max={alpha_max!r}`."
+            )
+        super().__init__(
+            model,
+            potential_fn,
+            weights=weights,
+            ordinal_window=ordinal_window,
+            supports=supports,
+        )
+        self._config = cyclical.TuningConfig(
+            target_accept_prob=float(target_accept_prob),
+            zeta=float(zeta),
+            alpha_ceil=float(alpha_ceil),
+            alpha_floor=float(alpha_floor),
+            beta_max=float(beta_max),
+            beta_min=float(beta_min),
+            cycle_length=int(cycle_length),
+        )
+        self._tune_fraction = float(tune_fraction)
+        self._alpha_max = None if alpha_max is None else float(alpha_max)
+        self._alpha_min = None if alpha_min is None else float(alpha_min)
+        self._plan: cyclical.TuningPlan | None = None
+
+    # --- hooks -------------------------------------------------------------------------
+
+    def _tuning_plan(self) -> cyclical.TuningPlan:
+        name = type(self).__name__
+        s = self._config.cycle_length
+        estimate_min, estimate_max = self._alpha_min is None, self._alpha_max is None
+        budget = int(self._tune_fraction * self._num_warmup)
+        plan = cyclical.plan_tuning(budget, s, estimate_min, estimate_max)
+        if plan is None:
+            needed = cyclical.min_tuning_budget(s, estimate_min, estimate_max)
+            raise ValueError(
+                f"{name} tunes its schedules in `tune_fraction * num_warmup` = "
+                f"{self._tune_fraction} * {self._num_warmup} = {budget} steps, but needs at "
+                f"least {needed} with `cycle_length={s}`. Use `num_warmup >= "
+                f"{math.ceil(needed / self._tune_fraction)}`, a larger `tune_fraction`, or "
+                "a shorter `cycle_length`."
+            )
+        return plan
+
+    def _build_step(self) -> Callable:
+        self._plan = self._tuning_plan()
+        num_categories = self._layout.coordinate_supports()[0]
+        return cyclical.build_kernel(
+            self._neighbourhood, cyclical.squared_distance_fn(num_categories)
+        )
+
+    # --- numpyro protocol ---------------------------------------------------------------
+
+    def get_diagnostics_str(self, state: ACSState) -> str:
+        return (
+            f"acc. prob={float(state.mean_accept_prob):.2f}, step size={float(state.step_size):.3g}"
+        )
+
+    def _init_one(
+        self,
+        rng_key: jax.Array,
+        init_params: Mapping[str, jax.Array] | None,
+        model_args: tuple,
+        model_kwargs: dict,
+    ) -> ACSState:
+        key_values, key_chain = random.split(rng_key)
+        position = self._initial_values(key_values, init_params, model_args, model_kwargs)
+        core = cyclical.init(position, self._local_fn(model_args, model_kwargs))
+        tuning = cyclical.init_tuning(core, self._config, self._alpha_max, self._alpha_min)
+        float_dtype = jnp.result_type(float)
+        return ACSState(
+            i=jnp.array(0),
+            z=self._layout.unflatten(core.position),
+            potential_energy=-core.log_density,
+            log_ratios=core.log_ratios,
+            accept_prob=jnp.zeros((), float_dtype),
+            mean_accept_prob=jnp.zeros((), float_dtype),
+            step_size=tuning.step_size_max,
+            balancing=tuning.balancing[0],
+            cycle_position=jnp.array(0),
+            num_changed=jnp.array(0),
+            tuning=tuning,
+            rng_key=key_chain,
+        )
+
+    def _sample_one(
+        self,
+        state: ACSState,
+        model_args: tuple,
+        model_kwargs: Mapping[str, Any] | None,
+    ) -> ACSState:
+        key_next, key_step = random.split(state.rng_key)
+        plan, config, tuning = self._plan, self._config, state.tuning
+        s = config.cycle_length
+        core = cyclical.CyclicalState(
+            self._layout.flatten(state.z), -state.potential_energy, state.log_ratios
+        )
+        # Alg. 1, lines 3-4: position k of the cycle once tuning is over
+        cycle_position = jnp.mod(state.i - plan.num_steps, s)
+        step_size = cyclical.cosine_schedule(tuning.step_size_max, tuning.step_size_min, s)[
+            cycle_position
+        ]
+        balancing = tuning.balancing[cycle_position]
+        metropolis = jnp.array(True)
+        is_tuning = state.i < plan.num_steps
+        if plan.num_steps:
+            # Alg. 2: the tuning step's own parameters
+            tune_alpha, tune_beta, tune_metropolis = cyclical.tuning_parameters(
+                plan, config, tuning, state.i
+            )
+            step_size = jnp.where(is_tuning, tune_alpha, step_size)
+            balancing = jnp.where(is_tuning, tune_beta, balancing)
+            metropolis = jnp.where(is_tuning, tune_metropolis, metropolis)
+        new_core, info = self._step(
+            key_step,
+            core,
+            self._local_fn(model_args, model_kwargs),
+            step_size,
+            balancing,
+            metropolis,
+        )
+        if plan.num_steps:
+            tuned, tuned_core = cyclical.update_tuning(
+                plan, config, tuning, state.i, core, new_core, info, step_size, balancing
+            )
+            tuning = jax.tree.map(lambda a, b: jnp.where(is_tuning, a, b), tuned, tuning)
+            new_core = jax.tree.map(lambda a, b: jnp.where(is_tuning, a, b), tuned_core, new_core)
+        itr = state.i + 1
+        # restart the running mean after warmup
+        n = jnp.where(state.i < self._num_warmup, itr, itr - self._num_warmup)
+        mean_accept_prob = (
+            state.mean_accept_prob + (info.acceptance_rate - state.mean_accept_prob) / n
+        )
+        return ACSState(
+            i=itr,
+            z=self._layout.unflatten(new_core.position),
+            potential_energy=-new_core.log_density,
+            log_ratios=new_core.log_ratios,
+            accept_prob=info.acceptance_rate,
+            mean_accept_prob=mean_accept_prob,
+            step_size=step_size,
+            balancing=balancing,
+            cycle_position=jnp.where(is_tuning, -1, cycle_position),
+            num_changed=jnp.sum(new_core.position != core.position),
+            tuning=tuning,
+            rng_key=key_next,
+        )
+
+    def sample(
+        self,
+        state: ACSState,
+        model_args: tuple,
+        model_kwargs: Mapping[str, Any] | None,
+    ) -> ACSState:
+        """One step of the coordinate-wise proposal at the schedule's current position (or,
+        during the first ``tune_fraction * num_warmup`` steps, one tuning step)."""
+        return super().sample(state, model_args, model_kwargs)
+
+
+class DMALA(ACS):
+    """
+    Discrete Metropolis-adjusted Langevin algorithm [1]: the proposal of :class:`ACS` with one
+    fixed step size and balancing parameter, no schedule and no tuning. Every coordinate
+    moves independently to a value ``v`` with probability
+    ``softmax_v(balancing * d_j(v) - dist(v, x_j)^2 / (2 step_size))``, then a
+    Metropolis-Hastings correction.
+
+    **References:**
+
+    1. *A Langevin-like Sampler for Discrete Distributions*, Ruqi Zhang, Xingchao Liu, Qiang
+       Liu (2022)
+
+    :param model: as in :class:`~numpyro_discrete.LBP`.
+    :param potential_fn: as in :class:`~numpyro_discrete.LBP`.
+    :param float step_size: ``alpha > 0``; it sets how many coordinates move per step (a
+        binary coordinate with a neutral ratio flips with probability
+        ``sigmoid(-1 / (2 alpha))``). There is no universal default: tune it to the
+        acceptance rate you want, or use :class:`ACS`.
+    :param float balancing: ``beta`` in (0, 1]; 0.5 (``g(t) = sqrt(t)``) is DMALA's.
+    :param weights: as in :class:`~numpyro_discrete.LBP`.
+    :param int ordinal_window: as in :class:`ACS`.
+    :param dict supports: as in :class:`~numpyro_discrete.LBP`.
+
+    **Example**
+
+    .. doctest::
+
+        >>> import jax
+        >>> import numpyro
+        >>> import numpyro.distributions as dist
+        >>> from numpyro.infer import MCMC
+        >>> from numpyro_discrete import DMALA
+        ...
+        >>> def model():
+        ...     numpyro.sample("x", dist.Bernoulli(0.3).expand([100]))
+        ...
+        >>> mcmc = MCMC(DMALA(model, step_size=0.5), num_warmup=200, num_samples=2000,
+        ...             progress_bar=False)
+        >>> mcmc.run(jax.random.key(0))
+        >>> assert abs(mcmc.get_samples()["x"].mean() - 0.3) < 0.02
+    """
+
+    def __init__(
+        self,
+        model: Callable | None = None,
+        potential_fn: Callable | None = None,
+        *,
+        step_size: float = 0.2,
+        balancing: float = 0.5,
+        weights: str | Mapping[str, str] = "auto",
+        ordinal_window: int = 5,
+        supports: Mapping[str, SiteSupport] | None = None,
+    ) -> None:
+        _check_step_size("DMALA", "step_size", step_size)
+        if not (_is_number(balancing) and 0.0 < balancing <= 1.0):
+            raise ValueError(f"DMALA: `balancing` must lie in (0, 1], got {balancing!r}.")
+        super().__init__(
+            model,
+            potential_fn,
+            cycle_length=1,
+            beta_max=balancing,
+            beta_min=balancing,
+            alpha_max=step_size,
+            alpha_min=step_size,
+            weights=weights,
+            ordinal_window=ordinal_window,
+            supports=supports,
+        )
+
+    def _tuning_plan(self) -> cyclical.TuningPlan:
+        # one fixed (alpha, beta): nothing to tune
+        return cyclical.TuningPlan(0, 0, 0, 0, 1, 0, 1)
+
+    def get_diagnostics_str(self, state: ACSState) -> str:
+        return f"acc. prob={float(state.mean_accept_prob):.2f}"
