@@ -100,3 +100,73 @@ def chi_square_rows(counts, matrix):
     statistic = np.sum((counts[mask] - expected[mask]) ** 2 / expected[mask])
     dof = int(mask.sum()) - counts.shape[0]
     return stats.chi2.sf(statistic, dof)
+
+
+def state_lookup(states: np.ndarray):
+    """Map each row of `ys` to its row in the enumeration `states`, through a dict."""
+    lookup = {tuple(s): i for i, s in enumerate(np.asarray(states))}
+    return lambda ys: np.array([lookup[tuple(y)] for y in np.asarray(ys)], dtype=np.int64)
+
+
+def path_transition_matrix(local_fn, neighbourhood, states, path_length, balancing, length=None):
+    """
+    The exact LBP-R transition matrix over the enumerated `states` (rows of the flat
+    integer vector): from every state, every ordered path of `path_length` distinct
+    coordinates with every choice of candidate value, through the core path functions and
+    the M-H test of the kernel. Paths are padded to `length` (default `path_length`) with
+    inactive entries that repeat coordinate 0, as the kernel pads them.
+
+    Returns the matrix and, per state, the total forward probability of all paths (which
+    must be 1). Also checks that every proposable move is undone by its reverse path.
+    """
+    from numpyro_discrete.core import path
+    from numpyro_discrete.core.balancing import get_balancing, log_weights
+
+    states = np.asarray(states, np.int32)
+    num_coords = states.shape[1]
+    length = path_length if length is None else length
+    log_balancing = get_balancing(balancing)
+    num_candidates = neighbourhood.candidates(jnp.asarray(states[0])).shape[1]
+    orders = list(itertools.permutations(range(num_coords), path_length))
+    picks = list(itertools.product(range(num_candidates), repeat=path_length))
+    coords = np.array([c for c in orders for _ in picks], np.int32).reshape(-1, path_length)
+    choices = np.array([m for _ in orders for m in picks], np.int32).reshape(-1, path_length)
+    coords = jnp.asarray(np.pad(coords, ((0, 0), (0, length - path_length))))
+    choices = jnp.asarray(np.pad(choices, ((0, 0), (0, length - path_length))))
+
+    def move(x, coords, choices):
+        log_p_x, d_x = local_fn(x)
+        forward = path.path_from_coords(coords, choices, path_length, num_coords)
+        y = path.apply_path(x, forward, neighbourhood)
+        log_q_forward = path.path_log_prob(log_weights(log_balancing, d_x), forward)
+        log_p_y, d_y = local_fn(y)
+        backward = path.reverse_path(x, y, forward, neighbourhood)
+        log_q_reverse = path.path_log_prob(log_weights(log_balancing, d_y), backward, True)
+        log_accept = jnp.minimum(log_p_y - log_p_x + log_q_reverse - log_q_forward, 0.0)
+        restored = path.apply_path(y, backward, neighbourhood)
+        return y, log_q_forward, log_accept, jnp.all(restored == x)
+
+    ys, log_q, log_a, restores = jax.jit(
+        jax.vmap(lambda x: jax.vmap(lambda c, m: move(x, c, m))(coords, choices))
+    )(jnp.asarray(states))
+    log_q, log_a = np.asarray(log_q, np.float64), np.asarray(log_a, np.float64)
+    proposable = np.isfinite(log_q)
+    assert np.all(np.asarray(restores)[proposable]), "a move is not undone by its reverse"
+    num_states, num_paths = len(states), coords.shape[0]
+    matrix = np.zeros((num_states, num_states))
+    rows = np.repeat(np.arange(num_states), num_paths).reshape(proposable.shape)[proposable]
+    cols = state_lookup(states)(np.asarray(ys)[proposable])
+    np.add.at(matrix, (rows, cols), np.exp(log_q + log_a)[proposable])
+    matrix[np.arange(num_states), np.arange(num_states)] += 1.0 - matrix.sum(1)
+    forward_mass = np.where(proposable, np.exp(log_q), 0.0).sum(1)
+    return matrix, forward_mass
+
+
+def assert_reversible(matrix, pi, atol=1e-10):
+    """`matrix` is a stochastic matrix in detailed balance with `pi` (and so leaves it
+    invariant), to `atol`."""
+    assert np.all(matrix >= -1e-15)
+    np.testing.assert_allclose(matrix.sum(1), 1.0, atol=1e-12)
+    flow = pi[:, None] * matrix
+    assert np.max(np.abs(flow - flow.T)) < atol
+    np.testing.assert_allclose(pi @ matrix, pi, atol=atol)

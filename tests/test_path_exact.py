@@ -1,8 +1,6 @@
 """Exact tests of the LBP-R path proposal on tiny binary spaces: every state, every ordered
 path, the full transition matrix, detailed balance to round-off (in float64)."""
 
-import itertools
-
 import numpy as np
 import pytest
 
@@ -21,8 +19,10 @@ from numpyro_discrete.core.local_ratios import (
 
 from exact import (
     all_binary_states,
+    assert_reversible,
     chi_square_rows,
     exact_distribution,
+    path_transition_matrix,
     random_binary_target,
     state_index,
 )
@@ -37,46 +37,35 @@ def _local_fn(log_pi, weights):
 
 
 def lbp_transition_matrix(log_pi, num_coords, path_length, balancing, weights, length):
-    """
-    The LBP-R transition matrix, summing over every ordered path of `path_length` distinct
-    coordinates from every state; paths are padded to `length` with inactive entries that
-    repeat coordinate 0, as the kernel pads them. Returns the matrix and, per state, the
-    total forward probability of all paths (which must be 1).
-    """
-    local_fn = _local_fn(log_pi, weights)
-    log_balancing = get_balancing(balancing)
-    states = jnp.asarray(all_binary_states(num_coords))
-    orders = np.array(list(itertools.permutations(range(num_coords), path_length)))
-    coords = jnp.asarray(np.pad(orders, ((0, 0), (0, length - path_length))))
-    choices = jnp.zeros(length, jnp.int32)
-
-    def move(x, coords):
-        log_p_x, d_x = local_fn(x)
-        forward = path.path_from_coords(coords, choices, path_length, num_coords)
-        y = path.apply_path(x, forward, binary_neighbourhood)
-        log_q_forward = path.path_log_prob(log_weights(log_balancing, d_x), forward)
-        log_p_y, d_y = local_fn(y)
-        backward = path.reverse_path(x, y, forward, binary_neighbourhood)
-        log_w_y = log_weights(log_balancing, d_y)
-        log_q_reverse = path.path_log_prob(log_w_y, backward, reverse=True)
-        # the reverse path written out in reverse order, drawn forwards, has the same law
-        reversed_order = np.r_[np.arange(path_length)[::-1], np.arange(path_length, length)]
-        explicit = forward._replace(coords=coords[reversed_order], choices=backward.choices)
-        log_q_explicit = path.path_log_prob(log_w_y, explicit)
-        log_accept = log_p_y - log_p_x + log_q_reverse - log_q_forward
-        return y, log_q_forward, jnp.minimum(log_accept, 0.0), log_q_reverse - log_q_explicit
-
-    ys, log_q, log_a, reverse_gap = jax.vmap(lambda x: jax.vmap(lambda c: move(x, c))(coords))(
-        states
+    """The LBP-R transition matrix over ``{0, 1}^N`` (see
+    :func:`exact.path_transition_matrix`) and the forward mass of all paths per state."""
+    return path_transition_matrix(
+        _local_fn(log_pi, weights),
+        binary_neighbourhood,
+        all_binary_states(num_coords),
+        path_length,
+        balancing,
+        length,
     )
-    np.testing.assert_allclose(reverse_gap, 0.0, atol=1e-12)
-    num_states = states.shape[0]
-    matrix = np.zeros((num_states, num_states))
-    rows = np.repeat(np.arange(num_states), coords.shape[0])
-    cols = np.asarray(state_index(ys)).reshape(-1)
-    np.add.at(matrix, (rows, cols), np.exp(np.asarray(log_q + log_a)).reshape(-1))
-    matrix[np.arange(num_states), np.arange(num_states)] += 1.0 - matrix.sum(1)
-    return matrix, np.exp(np.asarray(log_q)).sum(1)
+
+
+@pytest.mark.parametrize("path_length", [1, 2, 3])
+def test_reverse_probability_is_the_reversed_path_drawn_forwards(x64, path_length):
+    """``path_log_prob(..., reverse=True)`` of a path equals the forward probability of the
+    same path written out in reverse order (padded paths included)."""
+    log_pi = random_binary_target(NUM_COORDS, seed=path_length)
+    local_fn = _local_fn(log_pi, "gradient")
+    log_w = log_weights(get_balancing("sqrt"), local_fn(jnp.array([1, 0, 0, 1, 1]))[1])
+    order = np.array([3, 0, 4, 1, 2])
+    reversed_order = np.r_[np.arange(path_length)[::-1], np.arange(path_length, NUM_COORDS)]
+    choices = jnp.zeros(NUM_COORDS, jnp.int32)
+    forward = path.path_from_coords(jnp.asarray(order), choices, path_length, NUM_COORDS)
+    explicit = forward._replace(coords=jnp.asarray(order[reversed_order]))
+    np.testing.assert_allclose(
+        path.path_log_prob(log_w, forward, reverse=True),
+        path.path_log_prob(log_w, explicit),
+        rtol=1e-12,
+    )
 
 
 @pytest.mark.parametrize("padded", [False, True])
@@ -92,11 +81,7 @@ def test_detailed_balance(x64, path_length, balancing, weights, padded):
     pi = exact_distribution(log_pi, all_binary_states(NUM_COORDS))
     # the forward path probabilities are a distribution over all ordered paths
     np.testing.assert_allclose(forward_mass, 1.0, atol=1e-12)
-    assert np.all(matrix >= -1e-15)
-    np.testing.assert_allclose(matrix.sum(1), 1.0, atol=1e-12)
-    flow = pi[:, None] * matrix
-    assert np.max(np.abs(flow - flow.T)) < 1e-10
-    np.testing.assert_allclose(pi @ matrix, pi, atol=1e-10)
+    assert_reversible(matrix, pi)
     # the gradient weights really are approximate here, so this is not a trivial case
     if weights == "gradient":
         _, d_grad = _local_fn(log_pi, "gradient")(jnp.zeros(NUM_COORDS, jnp.int32))

@@ -12,14 +12,14 @@ from jax import random
 import jax.numpy as jnp
 
 from numpyro_discrete.core import path
-from numpyro_discrete.core.balancing import get_balancing, log_weights
+from numpyro_discrete.core.balancing import get_balancing
 from numpyro_discrete.core.local_ratios import (
     UNBOUNDED,
     coordinate_neighbourhood,
     mixed_local_fn,
 )
 
-from exact import chi_square_rows
+from exact import assert_reversible, chi_square_rows, path_transition_matrix, state_lookup
 
 # Spaces: per coordinate (num_categories, lower, upper); num_categories 0 means ordinal.
 SPACES = {
@@ -41,12 +41,6 @@ def _space(name):
     ]
     states = np.array(list(itertools.product(*values)), dtype=np.int32)
     return num_categories, lower, upper, states
-
-
-def _index_of(states):
-    """Map each state (row) to its row in the enumeration, through a dict."""
-    lookup = {tuple(s): i for i, s in enumerate(states)}
-    return lambda ys: np.array([lookup[tuple(y)] for y in np.asarray(ys)])
 
 
 def _random_target(num_coords, seed):
@@ -81,47 +75,12 @@ def _local_fn(log_pi, neighbourhood, weights, num_categories):
 
 def transition_matrix(space, path_length, balancing, weights, seed):
     num_categories, lower, upper, states = _space(space)
-    num_coords = len(num_categories)
     neighbourhood = coordinate_neighbourhood(num_categories, lower, upper, WINDOWS[space])
-    log_pi = _random_target(num_coords, seed)
+    log_pi = _random_target(len(num_categories), seed)
     local_fn = _local_fn(log_pi, neighbourhood, weights, num_categories)
-    log_balancing = get_balancing(balancing)
-    num_candidates = neighbourhood.candidates(jnp.asarray(states[0])).shape[1]
-    paths = [
-        (coords, choices)
-        for coords in itertools.permutations(range(num_coords), path_length)
-        for choices in itertools.product(range(num_candidates), repeat=path_length)
-    ]
-    coords = jnp.asarray(np.array([c for c, _ in paths]))
-    choices = jnp.asarray(np.array([m for _, m in paths]))
-
-    def move(x, coords, choices):
-        log_p_x, d_x = local_fn(x)
-        forward = path.path_from_coords(coords, choices, path_length, num_coords)
-        y = path.apply_path(x, forward, neighbourhood)
-        log_q_forward = path.path_log_prob(log_weights(log_balancing, d_x), forward)
-        log_p_y, d_y = local_fn(y)
-        backward = path.reverse_path(x, y, forward, neighbourhood)
-        log_q_reverse = path.path_log_prob(log_weights(log_balancing, d_y), backward, True)
-        log_accept = jnp.minimum(log_p_y - log_p_x + log_q_reverse - log_q_forward, 0.0)
-        restored = path.apply_path(y, backward, neighbourhood)
-        return y, log_q_forward, log_accept, jnp.all(restored == x)
-
-    ys, log_q, log_a, restores = jax.jit(
-        jax.vmap(lambda x: jax.vmap(lambda c, m: move(x, c, m))(coords, choices))
-    )(jnp.asarray(states))
-    log_q, log_a = np.asarray(log_q), np.asarray(log_a)
-    proposable = np.isfinite(log_q)
-    # every proposable move is undone by its reverse path, and stays in the support
-    assert np.all(np.asarray(restores)[proposable])
-    index_of = _index_of(states)
-    num_states = len(states)
-    matrix = np.zeros((num_states, num_states))
-    rows = np.repeat(np.arange(num_states), len(paths)).reshape(proposable.shape)[proposable]
-    cols = index_of(np.asarray(ys)[proposable])
-    np.add.at(matrix, (rows, cols), np.exp(log_q + log_a)[proposable])
-    matrix[np.arange(num_states), np.arange(num_states)] += 1.0 - matrix.sum(1)
-    forward_mass = np.where(proposable, np.exp(log_q), 0.0).sum(1)
+    matrix, forward_mass = path_transition_matrix(
+        local_fn, neighbourhood, states, path_length, balancing
+    )
     pi = np.exp(np.asarray(jax.vmap(log_pi)(jnp.asarray(states))))
     return matrix, forward_mass, pi / pi.sum(), (log_pi, local_fn, neighbourhood, states)
 
@@ -135,11 +94,7 @@ def test_detailed_balance(x64, space, path_length, balancing, weights):
         space, path_length, balancing, weights, seed=path_length
     )
     np.testing.assert_allclose(forward_mass, 1.0, atol=1e-12)
-    assert np.all(matrix >= -1e-15)
-    np.testing.assert_allclose(matrix.sum(1), 1.0, atol=1e-12)
-    flow = pi[:, None] * matrix
-    assert np.max(np.abs(flow - flow.T)) < 1e-10
-    np.testing.assert_allclose(pi @ matrix, pi, atol=1e-10)
+    assert_reversible(matrix, pi)
     # irreducible: every state reaches every other one (detailed balance alone would
     # also hold for a kernel that never moves)
     reach = np.linalg.matrix_power((matrix > 0).astype(float) + np.eye(len(pi)), len(pi))
@@ -190,7 +145,7 @@ def test_kernel_matches_transition_matrix(x64, space):
     kernel = path.build_kernel(
         get_balancing("sqrt"), neighbourhood, path.top_k_buckets(states.shape[1])
     )
-    index_of = _index_of(states)
+    index_of = state_lookup(states)
 
     @jax.jit
     def step_from(x, keys):
