@@ -7,9 +7,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 # written after a successful install; redone when the package metadata changes
 STAMP := $(VENV)/.installed-dev
+DOCS_STAMP := $(VENV)/.installed-docs
 BENCH_ARGS ?=
 
-.PHONY: venv demo test test-slow lint bench bench-fhmm
+.PHONY: venv demo test test-slow lint docs bench bench-fhmm
 
 venv: $(STAMP)
 
@@ -32,6 +33,14 @@ test-slow: venv
 
 lint: venv
 	$(BIN)/python -m ruff check .
+
+# the documentation site (mkdocs.yml, docs/) into site/; warnings fail the build
+docs: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict
+
+$(DOCS_STAMP): $(STAMP)
+	$(BIN)/python -m pip install -e ".[docs]"
+	@touch $@
 
 bench: venv
 	$(BIN)/python -m benchmarks.bench_binary $(BENCH_ARGS)
