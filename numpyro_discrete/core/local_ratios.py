@@ -94,7 +94,9 @@ def coordinate_neighbourhood(
     m = np.arange(num_candidates, dtype=np.int32)
     nominal_valid = m < (num_categories - 1)[:, None]
     offsets = np.concatenate([np.arange(-window, 0), np.arange(1, window + 1)])
-    offsets = np.pad(offsets, (0, num_candidates - offsets.size)).astype(np.int32)
+    # with nominal coordinates only, the window is unused and may be wider than the table
+    offsets = np.pad(offsets, (0, max(num_candidates - offsets.size, 0)))[:num_candidates]
+    offsets = offsets.astype(np.int32)
     in_window = np.broadcast_to(m < 2 * window, (num_categories.size, num_candidates))
     lower = np.asarray(lower, np.int32)[:, None]
     upper = np.asarray(upper, np.int32)[:, None]
