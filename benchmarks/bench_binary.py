@@ -564,7 +564,8 @@ def _git_revision() -> str | None:
 
 
 def environment() -> dict[str, Any]:
-    """Versions, commit and platform, recorded in every benchmark's JSON."""
+    """Versions, commit, platform and machine load, recorded in every benchmark's JSON
+    (the load average counts the benchmark itself: about 1 on an otherwise idle machine)."""
     return {
         "jax": jax.__version__,
         "numpyro": numpyro.__version__,
@@ -573,6 +574,8 @@ def environment() -> dict[str, Any]:
         "python": platform.python_version(),
         "machine": platform.machine(),
         "backend": jax.default_backend(),
+        "cpu_count": os.cpu_count(),
+        "load_average_1m_5m_15m": list(os.getloadavg()),
     }
 
 

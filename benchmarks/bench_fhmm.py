@@ -4,10 +4,15 @@ Benchmark: LBPGibbs against numpyro's mixed samplers on a Bayesian factorial HMM
 
 One process runs, on one simulated FHMM of size ``(L, K)`` (``--L``, ``--K``; targets in
 :mod:`benchmarks.targets`: ``w ~ N(0, 1)^K``, ``b ~ N(0, 1)``, ``sigma ~ HalfNormal(1)``,
-data with ``sigma^2`` of ``--config``, default C2), five samplers through
+data with ``sigma^2`` of ``--config``, default C2), six samplers through
 ``numpyro.infer.MCMC``:
 
-- ``LBPGibbs``: :class:`~numpyro_discrete.LBPGibbs` ``(NUTS)``, ALBP on ``X``;
+- ``LBPGibbs``: :class:`~numpyro_discrete.LBPGibbs` ``(NUTS)``, ALBP on ``X`` with its
+  default gradient estimates of the local log-ratios;
+- ``LBPGibbs[exact]``: the same with ``ALBP(model, weights="exact")``, the ``L K`` local
+  log-ratios evaluated exactly (one vectorised model evaluation per coordinate) - the
+  choice when the likelihood is strongly curved in ``X`` (large ``|w| / sigma``), where a
+  first-order estimate of a flip's effect is poor and the acceptance collapses;
 - ``Gibbs[DiscreteGibbs-mod]``: numpyro's
   ``Gibbs([(DiscreteGibbs(model, modified=True), discrete_latent_sites), (NUTS(model), None)])``
   (one Metropolised-Gibbs sweep over all ``L K`` coordinates per step);
@@ -28,16 +33,20 @@ coordinates with a defined ESS; **ESS X Ham.** - ESS of the Hamming distance to 
 random reference state (as in :mod:`benchmarks.bench_binary`, whose metric helpers are
 reused); the three divided by the sampling time (**/s**), and ESS/s of ``w`` relative to
 the best of the numpyro Gibbs-type kernels (``Gibbs[...]``, ``DiscreteHMCGibbs``,
-``MixedHMC``).
+``MixedHMC``); for the LBPGibbs rows, **X accept** and **X mean R**, the discrete block's
+mean acceptance probability and path length ``R`` over the draws.
 
 Timing follows :mod:`benchmarks.bench_binary`: a fresh persistent compilation cache,
 ``mcmc.warmup`` timed with compilation, then ``--num-chunks`` sampling chunks timed up to
 ``jax.block_until_ready``, the first one's compilation removed. Budget: before the real
 run, each sampler's cost per step is measured on a few jitted steps of its kernel (after
-compiling them); if ``(warmup + samples) x cost`` exceeds ``--time-budget`` seconds, the
-sampler is reported as "over budget" with the predicted time instead of being run. A
-sampler that runs out of memory (numpy ``MemoryError`` or XLA ``RESOURCE_EXHAUSTED``) is
-reported as "out of memory".
+compiling them); if ``warmup x cost`` plus two sampling chunks exceeds ``--time-budget``
+seconds, the sampler is reported as "over budget" with the predicted time instead of being
+run. Otherwise it runs, and sampling stops before the chunk that would pass the budget
+(status "stopped at budget": its metrics come from the chunks that ran, and the table
+says how many draws that was). A sampler that runs out of memory (numpy ``MemoryError`` or
+XLA ``RESOURCE_EXHAUSTED``) is reported as "out of memory". The JSON and markdown files are
+rewritten after every sampler, so an interrupted run keeps what it measured.
 
 Usage (from the repository root)::
 
@@ -56,6 +65,7 @@ import json
 import math
 import os
 from pathlib import Path
+import statistics
 import time
 from typing import Any
 
@@ -70,7 +80,7 @@ from numpyro.infer import HMC, MCMC, NUTS, DiscreteGibbs, DiscreteHMCGibbs, Gibb
 from numpyro.infer.gibbs import discrete_latent_sites
 from numpyro.infer.mcmc import MCMCKernel
 
-from numpyro_discrete import LBPGibbs
+from numpyro_discrete import ALBP, LBPGibbs
 
 from benchmarks.bench_binary import (
     _chunk_timing,
@@ -94,16 +104,26 @@ class Method:
     - **make** - ``(model, enumerated_model) -> kernel``.
     - **samples_x** - whether the kernel samples ``X`` (False when it is summed out).
     - **sweep_based** - whether it takes the ``--gibbs-*`` step counts.
+    - **reports_discrete_move** - whether its state has the discrete block's
+      ``accept_prob`` and ``num_flips`` (reported as means over the draws).
     """
 
     name: str
     make: Callable[[Callable, Callable], MCMCKernel]
     samples_x: bool
     sweep_based: bool
+    reports_discrete_move: bool = False
 
 
 METHODS = (
-    Method("LBPGibbs", lambda m, e: LBPGibbs(NUTS(m)), True, False),
+    Method("LBPGibbs", lambda m, e: LBPGibbs(NUTS(m)), True, False, True),
+    Method(
+        "LBPGibbs[exact]",
+        lambda m, e: LBPGibbs(NUTS(m), discrete_kernel=ALBP(m, weights="exact")),
+        True,
+        False,
+        True,
+    ),
     Method(
         "Gibbs[DiscreteGibbs-mod]",
         lambda m, e: Gibbs(
@@ -143,6 +163,8 @@ class Row:
     ess_x_min_per_s: float | None = None
     ess_x_hamming_per_s: float | None = None
     w_per_s_vs_best_gibbs: float | None = None
+    discrete_accept_prob: float | None = None
+    mean_num_flips: float | None = None
     note: str = ""
 
 
@@ -185,13 +207,14 @@ def run_method(
             raise
         row.status, row.note = "out of memory", f"{type(error).__name__} at the first step"
         return row
+    chunk = math.ceil(num_samples / num_chunks)
     row.predicted_s = row.step_s * (num_warmup + num_samples)
-    if row.predicted_s > budget:
+    minimum_s = row.step_s * (num_warmup + 2 * chunk)
+    if minimum_s > budget:
         row.status = "over budget"
-        row.note = f"predicted {row.predicted_s:.0f} s > budget {budget:.0f} s"
+        row.note = f"warmup and two chunks predicted at {minimum_s:.0f} s > budget {budget:.0f} s"
         return row
 
-    chunk = math.ceil(num_samples / num_chunks)
     mcmc = MCMC(method.make(*models), num_warmup=num_warmup, num_samples=chunk,
                 progress_bar=False)  # fmt: skip
     start = time.perf_counter()
@@ -199,17 +222,30 @@ def run_method(
     jax.block_until_ready(mcmc.post_warmup_state)
     row.warmup_s = time.perf_counter() - start
     draws: dict[str, list[np.ndarray]] = {"w": [], "x": []}
-    chunk_s = []
+    extra_fields = ("accept_prob", "num_flips") if method.reports_discrete_move else ()
+    moves: dict[str, list[np.ndarray]] = {name: [] for name in extra_fields}
+    chunk_s: list[float] = []
     for _ in range(num_chunks):
+        # two chunks at least: the first one may carry the compilation
+        next_chunk_s = statistics.median(chunk_s[1:]) if len(chunk_s) > 1 else 0.0
+        if len(chunk_s) >= 2 and row.warmup_s + sum(chunk_s) + next_chunk_s > budget:
+            row.status = "stopped at budget"
+            row.note = f"{len(chunk_s)} of {num_chunks} chunks within {budget:.0f} s"
+            break
         start = time.perf_counter()
-        mcmc.run(mcmc.post_warmup_state.rng_key, *model_args)
+        mcmc.run(mcmc.post_warmup_state.rng_key, *model_args, extra_fields=extra_fields)
         samples = jax.block_until_ready(mcmc.get_samples(group_by_chain=True))
         chunk_s.append(time.perf_counter() - start)
         for site in draws if method.samples_x else ("w",):
             draws[site].append(np.asarray(samples[site]))
+        for name, values in mcmc.get_extra_fields().items():
+            moves[name].append(np.asarray(values))
         mcmc.post_warmup_state = mcmc.last_state
     row.compile_s, row.sampling_s = _chunk_timing(chunk_s, row.warmup_s, num_warmup == chunk)
-    row.num_samples = chunk * num_chunks
+    row.num_samples = chunk * len(chunk_s)
+    if moves:
+        row.discrete_accept_prob = float(np.concatenate(moves["accept_prob"]).mean())
+        row.mean_num_flips = float(np.concatenate(moves["num_flips"]).mean())
     w = np.concatenate(draws["w"], axis=1)
     row.ess_w_min = float(np.nanmin(coordinate_ess(w)))
     row.ess_w_per_s = row.ess_w_min / row.sampling_s
@@ -237,14 +273,14 @@ def markdown_report(rows: Sequence[Row], settings: dict[str, Any]) -> str:
         "",
         "| sampler | status | draws | s/step | compile s | sampling s | ESS w (min) "
         "| ESS X (min) | ESS X Ham. | ESS w/s | ESS X min/s | ESS X Ham./s "
-        "| w/s vs best Gibbs-type |",
-        "|" + "---|" * 13,
+        "| w/s vs best Gibbs-type | X accept | X mean R |",
+        "|" + "---|" * 15,
     ]
     for row in rows:
-        ok = row.status == "ok"
+        ok = row.status in ("ok", "stopped at budget")
         cells = [
             row.method,
-            row.status if ok else f"{row.status} ({row.note})",
+            row.status if row.status == "ok" else f"{row.status} ({row.note})",
             str(row.num_samples) if ok else "-",
             _fmt(row.step_s, 3),
             _fmt(row.compile_s),
@@ -256,6 +292,8 @@ def markdown_report(rows: Sequence[Row], settings: dict[str, Any]) -> str:
             _fmt(row.ess_x_min_per_s),
             _fmt(row.ess_x_hamming_per_s),
             _fmt(row.w_per_s_vs_best_gibbs),
+            _fmt(row.discrete_accept_prob),
+            _fmt(row.mean_num_flips),
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
@@ -270,7 +308,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--num-samples", type=int, default=2000)
     parser.add_argument("--gibbs-num-warmup", type=int, default=200)
     parser.add_argument("--gibbs-num-samples", type=int, default=400)
-    parser.add_argument("--num-chunks", type=int, default=2, help=">= 2 (default 2)")
+    parser.add_argument("--num-chunks", type=int, default=8, help=">= 2 (default 8)")
     parser.add_argument(
         "--time-budget", type=float, default=300.0, help="seconds per sampler (default 300)"
     )
@@ -300,7 +338,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     data = fhmm_data(args.L, args.K, args.config, seed=args.seed)
     model_args = (jnp.asarray(data.y), args.K)
     reference = np.random.default_rng(args.seed).integers(0, 2, args.L * args.K, dtype=np.int8)
-    rows = []
+    stem = f"bench_fhmm_L{args.L}_K{args.K}"
+    rows: list[Row] = []
     with fresh_compilation_cache():
         for index, method in enumerate(m for m in METHODS if m.name in args.methods):
             sweep = method.sweep_based
@@ -317,21 +356,28 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             )
             print(f"[L={args.L}, K={args.K}] {method.name}: {row.status} {row.note}", flush=True)
             rows.append(row)
+            result = write_results(rows, settings, args.out_dir, stem)
+    print(markdown_report(rows, settings))
+    return result
+
+
+def write_results(
+    rows: list[Row], settings: dict[str, Any], out_dir: Path, stem: str
+) -> dict[str, Any]:
+    """Compare the rows so far with the best Gibbs-type kernel and (re)write the JSON and
+    markdown files; returns what the JSON holds."""
     rates = [r.ess_w_per_s for r in rows if r.method in GIBBS_TYPE and r.ess_w_per_s]
     for row in rows:
         if rates and row.ess_w_per_s is not None:
             row.w_per_s_vs_best_gibbs = row.ess_w_per_s / max(rates)
-    report = markdown_report(rows, settings)
-    print(report)
     result = {
         "settings": settings,
         "environment": environment(),
         "rows": [asdict(row) for row in rows],
     }
-    args.out_dir.mkdir(parents=True, exist_ok=True)
-    stem = f"bench_fhmm_L{args.L}_K{args.K}"
-    (args.out_dir / f"{stem}.json").write_text(json.dumps(_json_ready(result), indent=2) + "\n")
-    (args.out_dir / f"{stem}.md").write_text(report)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / f"{stem}.json").write_text(json.dumps(_json_ready(result), indent=2) + "\n")
+    (out_dir / f"{stem}.md").write_text(markdown_report(rows, settings))
     return result
 
 

@@ -101,6 +101,26 @@ def test_bench_fhmm_budget_and_memory(monkeypatch):
     assert row.status == "out of memory"
 
 
+def test_bench_fhmm_stops_sampling_at_budget(monkeypatch):
+    """A sampler whose pilot fits the budget but whose chunks do not stops after two
+    chunks and reports the metrics of the draws it made."""
+    monkeypatch.syspath_prepend(str(ROOT))
+    bench = importlib.import_module("benchmarks.bench_fhmm")
+    from jax import random
+    import jax.numpy as jnp
+
+    data = bench.fhmm_data(8, 2, "C2", seed=0)
+    models = (bench.fhmm_model, bench.fhmm_enumerated_model)
+    monkeypatch.setattr(bench, "step_cost", lambda *args, **kwargs: 0.0)
+    nuts_enum = next(m for m in bench.METHODS if m.name == "NUTS-enum")
+    row = bench.run_method(
+        nuts_enum, models, (jnp.asarray(data.y), 2), random.key(0), reference=None,
+        num_warmup=10, num_samples=40, num_chunks=4, budget=1e-6,
+    )  # fmt: skip
+    assert row.status == "stopped at budget" and row.note.startswith("2 of 4 chunks")
+    assert row.num_samples == 20 and row.ess_w_min > 0 and row.sampling_s > 0
+
+
 def test_bench_supports_quick(tmp_path, monkeypatch):
     """``benchmarks/bench_supports.py --quick``: every sampler on the Potts and Poisson
     targets, ALBP's auto weights exact on the Potts colours and gradient on the counts."""
