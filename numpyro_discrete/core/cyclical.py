@@ -54,6 +54,7 @@ __all__ = [
     "init",
     "init_tuning",
     "min_tuning_budget",
+    "no_tuning",
     "plan_tuning",
     "proposal_log_prob",
     "proposal_log_probs",
@@ -254,7 +255,10 @@ class TuningPlan(NamedTuple):
     - **burnin_mh_steps** - InitBurnin on the naive cosine schedules (Alg. 3, lines 4-7).
     - **alpha_min_rounds**, **alpha_max_rounds** - rounds of EstimateAlpha (Alg. 4), each
       testing ``alpha_proposals`` step sizes; 0 when that end of the schedule is given.
+    - **alpha_repeats** - proposals per tested step size; its acceptance rate is their mean.
     - **balancing_proposals** - ``beta`` values tested per schedule position (Alg. 5).
+    - **balancing_repeats** - proposals per tested ``beta``.
+    - **cycle_length** - ``s``.
     """
 
     burnin_steps: int
@@ -262,17 +266,29 @@ class TuningPlan(NamedTuple):
     alpha_min_rounds: int
     alpha_max_rounds: int
     alpha_proposals: int
+    alpha_repeats: int
     balancing_proposals: int
+    balancing_repeats: int
     cycle_length: int
+
+    @property
+    def alpha_round(self) -> int:
+        """Steps per round of EstimateAlpha."""
+        return self.alpha_proposals * self.alpha_repeats
+
+    @property
+    def balancing_round(self) -> int:
+        """Steps per schedule position of EstimateBalSched."""
+        return self.balancing_proposals * self.balancing_repeats
 
     @property
     def boundaries(self) -> tuple[int, int, int, int, int]:
         """Cumulative step counts at the end of each phase."""
         b0 = self.burnin_steps
         b1 = b0 + self.burnin_mh_steps
-        b2 = b1 + self.alpha_min_rounds * self.alpha_proposals
-        b3 = b2 + self.alpha_max_rounds * self.alpha_proposals
-        b4 = b3 + _num_balancing_positions(self.cycle_length) * self.balancing_proposals
+        b2 = b1 + self.alpha_min_rounds * self.alpha_round
+        b3 = b2 + self.alpha_max_rounds * self.alpha_round
+        b4 = b3 + _num_balancing_positions(self.cycle_length) * self.balancing_round
         return b0, b1, b2, b3, b4
 
     @property
@@ -292,26 +308,35 @@ def plan_tuning(
     cycle_length: int,
     estimate_alpha_min: bool = True,
     estimate_alpha_max: bool = True,
-    alpha_proposals: int = 5,
-    balancing_proposals: int = 10,
-    burnin_steps: int = 50,
 ) -> TuningPlan | None:
     """
     Split `budget` tuning steps between the phases of Alg. 2, or ``None`` when it is too
-    small (see :func:`min_tuning_budget`). InitBurnin takes up to a tenth of the budget per
-    stage (at most `burnin_steps` each, the paper's 50), EstimateBalSched up to four tenths
-    (at most `balancing_proposals` values per position, the paper's ``t = 10``, at least 2),
-    and the rest is shared by the EstimateAlpha calls in rounds of `alpha_proposals` (the
-    paper's ``t = 5``).
+    small (see :func:`min_tuning_budget`).
+
+    - InitBurnin: up to a tenth of the budget per stage, at most 50 steps each (the paper's).
+    - EstimateBalSched: up to four tenths; at each position ``t`` values of ``beta`` (the
+      paper's 10, at least 2), each tested on up to 4 proposals.
+    - EstimateAlpha: the rest, shared by the two calls; rounds of ``t = 5`` step sizes (the
+      paper's), each tested on up to 8 proposals while that leaves 25 rounds per call.
+
+    The paper measures each acceptance rate over a batch of chains; a numpyro chain is
+    tuned on its own, so each tested value is measured on several proposals from the same
+    state instead. With a single proposal the rounds' choices are mostly noise, and the
+    searches (which only ever move one way) drift past the target.
     """
     positions = _num_balancing_positions(cycle_length)
-    burnin = min(burnin_steps, budget // 10)
-    per_position = min(balancing_proposals, (4 * budget // 10) // positions) if positions else 0
-    if positions and per_position < 2:
+    burnin = min(50, budget // 10)
+    per_position = (4 * budget // 10) // positions if positions else 0
+    balancing_proposals = min(10, per_position)
+    if positions and balancing_proposals < 2:
         return None
+    balancing_repeats = min(4, per_position // balancing_proposals) if positions else 1
     num_estimates = int(estimate_alpha_min) + int(estimate_alpha_max)
-    rest = budget - 2 * burnin - positions * per_position
-    rounds = rest // (alpha_proposals * num_estimates) if num_estimates else 0
+    rest = budget - 2 * burnin - positions * balancing_proposals * balancing_repeats
+    per_estimate = rest // num_estimates if num_estimates else 0
+    alpha_proposals = 5
+    alpha_repeats = int(np.clip(per_estimate // (alpha_proposals * 25), 1, 8))
+    rounds = per_estimate // (alpha_proposals * alpha_repeats)
     if num_estimates and rounds < 1:
         return None
     return TuningPlan(
@@ -320,7 +345,9 @@ def plan_tuning(
         alpha_min_rounds=rounds if estimate_alpha_min else 0,
         alpha_max_rounds=rounds if estimate_alpha_max else 0,
         alpha_proposals=alpha_proposals,
-        balancing_proposals=per_position,
+        alpha_repeats=alpha_repeats,
+        balancing_proposals=max(balancing_proposals, 1),
+        balancing_repeats=max(balancing_repeats, 1),
         cycle_length=cycle_length,
     )
 
@@ -335,6 +362,11 @@ def min_tuning_budget(
     return budget
 
 
+def no_tuning(cycle_length: int = 1) -> TuningPlan:
+    """The plan of a kernel whose schedules are given in full (DMALA): no tuning steps."""
+    return TuningPlan(0, 0, 0, 0, 1, 1, 1, 1, cycle_length)
+
+
 class TuningState(NamedTuple):
     """
     The schedule being tuned and the bookkeeping of the current round (Alg. 4-5).
@@ -342,8 +374,9 @@ class TuningState(NamedTuple):
     - **step_size_max**, **step_size_min** - ``alpha_max`` and ``alpha_min`` (the current
       ``alpha_bound`` of EstimateAlpha while it runs), scalars.
     - **balancing** - the ``beta`` schedule, shape ``(s,)``.
-    - **rho** - ``rho_cur``, the acceptance rate of the previous round's best proposal.
-    - **best** - the state reached by the best proposal of the current round.
+    - **rho** - ``rho_cur``, the acceptance rate of the previous round's best value.
+    - **rho_sum** - sum of the acceptance rates of the value under test so far.
+    - **best** - the state reached by the best value of the current round.
     - **best_score** - its score (``|rho - rho*|`` for EstimateAlpha, ``-rho`` for
       EstimateBalSched; lower is better), ``+inf`` at the start of a round.
     - **best_param** - its ``alpha`` or ``beta``.
@@ -354,6 +387,7 @@ class TuningState(NamedTuple):
     step_size_min: jax.Array
     balancing: jax.Array
     rho: jax.Array
+    rho_sum: jax.Array
     best: CyclicalState
     best_score: jax.Array
     best_param: jax.Array
@@ -382,6 +416,7 @@ def init_tuning(
         step_size_min=jnp.asarray(alpha_min, dtype),
         balancing=balancing,
         rho=zero,
+        rho_sum=zero,
         best=state,
         best_score=jnp.asarray(jnp.inf, dtype),
         best_param=zero,
@@ -394,6 +429,37 @@ def _linspace_point(low: jax.Array, high: jax.Array, index: jax.Array, num: int)
     return low + (high - low) * index / max(num - 1, 1)
 
 
+class _Position(NamedTuple):
+    """Where tuning step ``i`` lies: its phase (0-4) and, inside the rounds of phases 2-4,
+    the tested value, the repeat, and the schedule position of EstimateBalSched."""
+
+    phase: jax.Array
+    candidate: jax.Array
+    repeat: jax.Array
+    balancing_position: jax.Array
+    candidate_end: jax.Array
+    round_end: jax.Array
+
+
+def _position(plan: TuningPlan, i: jax.Array) -> _Position:
+    b0, b1, b2, b3, _ = plan.boundaries
+    phase = jnp.searchsorted(jnp.asarray((b0, b1, b2, b3)), i, side="right")
+    in_alpha = phase <= 3
+    start = jnp.where(phase == 2, b1, jnp.where(phase == 3, b2, b3))
+    round_size = jnp.where(in_alpha, plan.alpha_round, plan.balancing_round)
+    repeats = jnp.where(in_alpha, plan.alpha_repeats, plan.balancing_repeats)
+    num_candidates = jnp.where(in_alpha, plan.alpha_proposals, plan.balancing_proposals)
+    j = jnp.maximum(i - start, 0)
+    within = jnp.mod(j, round_size)
+    candidate = within // repeats
+    repeat = jnp.mod(within, repeats)
+    positions = max(_num_balancing_positions(plan.cycle_length), 1)
+    balancing_position = jnp.clip(1 + j // plan.balancing_round, 1, positions)
+    candidate_end = (phase >= 2) & (repeat == repeats - 1)
+    round_end = candidate_end & (candidate == num_candidates - 1)
+    return _Position(phase, candidate, repeat, balancing_position, candidate_end, round_end)
+
+
 def tuning_parameters(
     plan: TuningPlan, config: TuningConfig, tuning: TuningState, i: jax.Array
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
@@ -402,56 +468,46 @@ def tuning_parameters(
 
     - InitBurnin (Alg. 3): ``(alpha_ceil, beta_max)`` without M-H, then the naive cosine
       schedules from ``(alpha_ceil, beta_max)`` to ``(alpha_floor, beta_min)`` with M-H.
-    - EstimateAlpha(MIN) (Alg. 4, lines 7-8): proposal ``p`` of a round tests entry ``p`` of
-      ``LinSpace(alpha_bound, alpha_bound * (1 + zeta |rho* - rho_cur|), t)`` with
+    - EstimateAlpha(MIN) (Alg. 4, lines 7-8): the ``p``-th value of a round is entry ``p``
+      of ``LinSpace(alpha_bound, alpha_bound * (1 + zeta |rho* - rho_cur|), t)``, with
       ``beta_min``; EstimateAlpha(MAX) (lines 4-5) tests
       ``LinSpace(alpha_bound * (1 - zeta |rho* - rho_cur|), alpha_bound, t)`` with
       ``beta_max``.
     - EstimateBalSched (Alg. 5, lines 3-4): position ``k`` of the cycle tests
       ``LinSpace(beta_min, beta_{k-1}, t)`` at ``alpha_k`` of the tuned step-size schedule.
     """
-    b0, b1, b2, b3, _ = plan.boundaries
+    b0 = plan.boundaries[0]
     s = config.cycle_length
     dtype = tuning.rho.dtype
+    where = _position(plan, i)
     # Alg. 3, lines 4-5: the naive schedules of the second burn-in stage
     k_burnin = jnp.mod(i - b0, s)
     naive_alpha = cosine_schedule(config.alpha_ceil, config.alpha_floor, s)[k_burnin]
     naive_beta = cosine_schedule(config.beta_max, config.beta_min, s)[k_burnin]
-    # Alg. 4: one round of t proposals around alpha_bound
+    # Alg. 4: a round of t step sizes next to alpha_bound
     t = plan.alpha_proposals
     shrink = config.zeta * jnp.abs(config.target_accept_prob - tuning.rho)
-    p_min = jnp.mod(i - b1, t)
-    alpha_min = _linspace_point(
-        tuning.step_size_min, tuning.step_size_min * (1.0 + shrink), p_min, t
+    low = tuning.step_size_min
+    alpha_min = _linspace_point(low, low * (1.0 + shrink), where.candidate, t)
+    high = tuning.step_size_max
+    alpha_max = _linspace_point(high * (1.0 - shrink), high, where.candidate, t)
+    # Alg. 5: t values of beta at position k of the tuned step-size schedule
+    k = where.balancing_position
+    alpha_bal = cosine_schedule(tuning.step_size_max, tuning.step_size_min, s)[k]
+    beta_bal = _linspace_point(
+        config.beta_min, tuning.balancing[k - 1], where.candidate, plan.balancing_proposals
     )
-    p_max = jnp.mod(i - b2, t)
-    alpha_max = _linspace_point(
-        tuning.step_size_max * (1.0 - shrink), tuning.step_size_max, p_max, t
-    )
-    # Alg. 5: t_beta values of beta at position k of the step-size schedule
-    t_beta = max(plan.balancing_proposals, 1)
-    k_bal = jnp.clip(1 + (i - b3) // t_beta, 1, max(s - 2, 1))
-    p_bal = jnp.mod(i - b3, t_beta)
-    alphas = cosine_schedule(tuning.step_size_max, tuning.step_size_min, s)
-    beta_bal = _linspace_point(config.beta_min, tuning.balancing[k_bal - 1], p_bal, t_beta)
-
-    phase = jnp.searchsorted(jnp.asarray(plan.boundaries[:4]), i, side="right")
+    phases = [where.phase == p for p in range(4)]
     alpha = jnp.select(
-        [phase == 0, phase == 1, phase == 2, phase == 3],
-        [jnp.asarray(config.alpha_ceil, dtype), naive_alpha, alpha_min, alpha_max],
-        alphas[k_bal],
+        phases, [jnp.full((), config.alpha_ceil), naive_alpha, alpha_min, alpha_max], alpha_bal
     )
     beta = jnp.select(
-        [phase == 0, phase == 1, phase == 2, phase == 3],
-        [
-            jnp.asarray(config.beta_max, dtype),
-            naive_beta,
-            jnp.asarray(config.beta_min, dtype),
-            jnp.asarray(config.beta_max, dtype),
-        ],
+        phases,
+        [jnp.full((), b) for b in (config.beta_max,)]
+        + [naive_beta, jnp.full((), config.beta_min), jnp.full((), config.beta_max)],
         beta_bal,
     )
-    return alpha.astype(dtype), beta.astype(dtype), phase > 0
+    return alpha.astype(dtype), beta.astype(dtype), where.phase > 0
 
 
 def update_tuning(
@@ -470,53 +526,55 @@ def update_tuning(
     ``(step_size, balancing)``: returns the tuning state and the chain's state.
 
     During InitBurnin the chain moves. During a round of EstimateAlpha or EstimateBalSched
-    every proposal starts from the round's state; the best outcome so far is kept aside and,
-    at the round's end, becomes the chain's state while its parameter moves the bound
-    (Alg. 4, lines 16-18) or fills the schedule position (Alg. 5, lines 11-13).
+    every proposal starts from the round's state; the acceptance rate of a tested value is
+    the mean over its repeats, the best value so far is kept aside with the state its last
+    proposal reached, and at the round's end that state becomes the chain's while the value
+    moves the bound (Alg. 4, lines 16-18) or fills the schedule position (Alg. 5, 11-13).
     """
-    b0, b1, b2, b3, _ = plan.boundaries
-    phase = jnp.searchsorted(jnp.asarray(plan.boundaries[:4]), i, side="right")
+    where = _position(plan, i)
+    phase = where.phase
     in_round = phase >= 2
-    rho = info.acceptance_rate
+    dtype = tuning.rho.dtype
+    repeats = jnp.where(phase <= 3, plan.alpha_repeats, plan.balancing_repeats)
+    rho_sum = tuning.rho_sum + info.acceptance_rate
+    rho = rho_sum / repeats
     score = jnp.where(phase == 4, -rho, jnp.abs(rho - config.target_accept_prob))
-    # Alg. 4, line 16 / Alg. 5, line 11: keep the best proposal of the round. Ties go in the
+    # Alg. 4, line 16 / Alg. 5, line 11: keep the best value of the round. Ties go in the
     # direction of the search: towards smaller alpha for alpha_max and smaller beta (the
     # first entries), towards larger alpha for alpha_min (the last entry). Otherwise a step
     # size so small that nothing moves (acceptance 1 for every tested alpha) would never let
     # the search for alpha_min leave alpha_floor.
-    better = jnp.where(phase == 2, score <= tuning.best_score, score < tuning.best_score)
+    better = where.candidate_end & jnp.where(
+        phase == 2, score <= tuning.best_score, score < tuning.best_score
+    )
     param = jnp.where(phase == 4, balancing, step_size)
     best = _select(better, new_state, tuning.best)
     best_score = jnp.where(better, score, tuning.best_score)
     best_param = jnp.where(better, param, tuning.best_param)
     best_rho = jnp.where(better, rho, tuning.best_rho)
 
-    t_beta = max(plan.balancing_proposals, 1)
-    t = plan.alpha_proposals
-    position_in_round = jnp.where(phase == 4, jnp.mod(i - b3, t_beta), jnp.mod(i - b1, t))
-    round_size = jnp.where(phase == 4, t_beta, t)
-    round_end = in_round & (position_in_round == round_size - 1)
+    round_end = where.round_end
     step_size_min = jnp.where(round_end & (phase == 2), best_param, tuning.step_size_min)
     step_size_max = jnp.where(round_end & (phase == 3), best_param, tuning.step_size_max)
-    k_bal = jnp.clip(1 + (i - b3) // t_beta, 1, max(config.cycle_length - 2, 1))
     balancing_schedule = jnp.where(
         round_end & (phase == 4),
-        tuning.balancing.at[k_bal].set(best_param.astype(tuning.balancing.dtype)),
+        tuning.balancing.at[where.balancing_position].set(best_param.astype(dtype)),
         tuning.balancing,
     )
     # rho_cur restarts at 0 for each EstimateAlpha call (Alg. 4, line 1)
-    last_alpha_min_round = (phase == 2) & (i == b2 - 1)
+    last_alpha_min_round = (phase == 2) & (i == plan.boundaries[2] - 1)
     rho_cur = jnp.where(round_end, jnp.where(last_alpha_min_round, 0.0, best_rho), tuning.rho)
     chain = _select(in_round, _select(round_end, best, state), new_state)
     new_tuning = TuningState(
         step_size_max=step_size_max,
         step_size_min=step_size_min,
         balancing=balancing_schedule,
-        rho=rho_cur.astype(tuning.rho.dtype),
+        rho=rho_cur.astype(dtype),
+        rho_sum=jnp.where(where.candidate_end | ~in_round, 0.0, rho_sum).astype(dtype),
         best=best,
-        best_score=jnp.where(round_end | ~in_round, jnp.inf, best_score),
-        best_param=best_param,
-        best_rho=best_rho,
+        best_score=jnp.where(round_end | ~in_round, jnp.inf, best_score).astype(dtype),
+        best_param=best_param.astype(dtype),
+        best_rho=best_rho.astype(dtype),
     )
     return new_tuning, chain
 

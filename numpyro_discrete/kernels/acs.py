@@ -428,7 +428,7 @@ class DMALA(ACS):
 
     def _tuning_plan(self) -> cyclical.TuningPlan:
         # one fixed (alpha, beta): nothing to tune
-        return cyclical.TuningPlan(0, 0, 0, 0, 1, 0, 1)
+        return cyclical.no_tuning()
 
     def get_diagnostics_str(self, state: ACSState) -> str:
         return f"acc. prob={float(state.mean_accept_prob):.2f}"
