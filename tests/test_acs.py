@@ -75,8 +75,10 @@ def _run(kernel, num_warmup, num_samples, seed=0, num_chains=2, **kwargs):
 
 @pytest.mark.parametrize(
     "make_kernel",
-    [lambda: ACS(mixed_model, cycle_length=8), lambda: DMALA(mixed_model, step_size=1.0)],
-    ids=["ACS", "DMALA"],
+    [
+        pytest.param(lambda: ACS(mixed_model, cycle_length=8), id="ACS"),
+        pytest.param(lambda: DMALA(mixed_model, step_size=1.0), id="DMALA", marks=pytest.mark.slow),
+    ],
 )
 def test_mixed_model_matches_enumeration(make_kernel):
     """Draws of a whole number of cycles (3000 = 375 cycles of 8) against the enumerated
