@@ -1,0 +1,263 @@
+"""Property-based exact tests: random small discrete models (random pairwise couplings,
+fields and non-affine terms over random mixes of binary, categorical and ordinal sites of
+random shapes), given to the numpyro kernels as a ``potential_fn`` with ``supports``. The
+transition matrix each kernel's step implements, enumerated over every state and every
+ordered path with the kernel's own resolved local ratios and neighbourhood, is in detailed
+balance with the target to round-off (float64)."""
+
+import itertools
+import math
+from typing import NamedTuple
+import warnings
+
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
+import numpy as np
+
+import jax
+from jax import lax, random
+import jax.numpy as jnp
+
+from numpyro_discrete import ALBP, LBP, SiteSupport
+
+from exact import assert_reversible, path_transition_matrix
+
+SHAPES = [(), (1,), (2,), (2, 1)]
+# the enumeration stays small: at most this many states, and ordered paths (with their
+# choices of new values) per state
+MAX_STATES = 64
+MAX_PATHS = 1500
+
+
+class Model(NamedTuple):
+    """A random model: its sites ``(kind, shape, support, lower, upper)``, ordinal window,
+    the seed and scale of its coefficients, and the longest path the tests enumerate."""
+
+    sites: list
+    window: int
+    seed: int
+    scale: float
+    max_path_length: int
+
+
+@st.composite
+def site_specs(draw):
+    kind = draw(st.sampled_from(["binary", "categorical", "ordinal"]))
+    shape = draw(st.sampled_from(SHAPES))
+    if kind == "binary":
+        return kind, shape, SiteSupport.binary(), 0, 1
+    if kind == "categorical":
+        num_categories = draw(st.integers(3, 4))
+        return kind, shape, SiteSupport.categorical(num_categories), 0, num_categories - 1
+    lower = draw(st.integers(-2, 1))
+    upper = lower + draw(st.integers(1, 3))
+    return kind, shape, SiteSupport.ordinal(lower, upper), lower, upper
+
+
+def _num_candidates(sites, window):
+    """``M``, the width of the candidate table (as ``coordinate_neighbourhood`` builds it)."""
+    kinds = {kind for kind, *_ in sites}
+    if kinds == {"binary"}:
+        return 1
+    nominal = max([upper for kind, *_, upper in sites if kind != "ordinal"], default=0)
+    return max(nominal, 2 * window if "ordinal" in kinds else 0)
+
+
+@st.composite
+def models(draw):
+    sites = draw(st.lists(site_specs(), min_size=1, max_size=3))
+    num_coords = sum(math.prod(shape) for _, shape, *_ in sites)
+    num_states = math.prod(
+        (upper - lower + 1) ** math.prod(shape) for _, shape, _, lower, upper in sites
+    )
+    if not 1 <= num_coords <= 4 or num_states > MAX_STATES:
+        draw(st.nothing())
+    window = draw(st.integers(1, 2))
+    num_candidates = _num_candidates(sites, window)
+    max_path_length = max(
+        r
+        for r in range(1, min(num_coords, 3) + 1)
+        if math.perm(num_coords, r) * num_candidates**r <= MAX_PATHS
+    )
+    seed = draw(st.integers(0, 2**16))
+    scale = draw(st.floats(0.1, 1.5))
+    return Model(sites, window, seed, scale, max_path_length)
+
+
+def build_target(sites, seed, scale, lookups):
+    """
+    ``log pi`` of a site dict: fields, pairwise couplings and a softplus term (so that
+    gradient weights are approximate), plus a
+    random table read at the integer values of the sites where `lookups` is set (values
+    used as indices: exact weights only).
+    Returns ``(potential_fn, flat_log_pi, names)``.
+    """
+    names = [f"s{i}" for i in range(len(sites))]
+    sizes = [math.prod(shape) for _, shape, *_ in sites]
+    starts = np.cumsum([0] + sizes)
+    lower = np.concatenate(
+        [np.full(size, site[3]) for size, site in zip(sizes, sites, strict=True)]
+    )
+    num_coords = lower.size
+    rng = np.random.default_rng(seed)
+    field = jnp.asarray(rng.normal(0.0, scale, num_coords))
+    coupling = jnp.asarray(np.triu(rng.normal(0.0, scale, (num_coords, num_coords)), 1))
+    weights = jnp.asarray(rng.normal(0.0, scale, (2, num_coords)))
+    table = jnp.asarray(rng.normal(0.0, scale, (num_coords, 4)))
+
+    def smooth(xf):
+        return field @ xf + xf @ coupling @ xf + jnp.sum(jnp.logaddexp(0.0, weights @ xf))
+
+    def lookup(k, value):
+        # site k's values used as indices: traces only for integer values
+        coords = np.arange(starts[k], starts[k + 1])
+        return jnp.sum(table[coords, jnp.ravel(value) - lower[coords]])
+
+    def potential_fn(z):
+        xf = jnp.concatenate([jnp.ravel(z[name]) for name in names]).astype(float)
+        log_p = smooth(xf)
+        for k, name in enumerate(names):
+            if lookups[k]:
+                log_p = log_p + lookup(k, z[name])
+        return -log_p
+
+    def flat_log_pi(x):
+        values = {name: x[starts[k] : starts[k + 1]] for k, name in enumerate(names)}
+        return -potential_fn(values)
+
+    return potential_fn, flat_log_pi, names
+
+
+def init_params(sites, names):
+    return {
+        name: jnp.full(shape, lower, jnp.int32)
+        for name, (_, shape, _, lower, _) in zip(names, sites, strict=True)
+    }
+
+
+def enumerate_states(sites):
+    values = [
+        range(lower, upper + 1)
+        for _, shape, _, lower, upper in sites
+        for _ in range(math.prod(shape))
+    ]
+    return np.array(list(itertools.product(*values)), dtype=np.int32)
+
+
+def lookup_mask(sites, weights):
+    """Which sites read a table (a value used as an index) under a weights mode."""
+    per_site = {
+        "gradient": lambda kind: False,
+        "exact": lambda kind: True,
+        # auto: categorical sites read tables (exact), the others stay smooth (gradient)
+        "auto": lambda kind: kind == "categorical",
+    }[weights]
+    return [per_site(kind) for kind, *_ in sites]
+
+
+def initialised(kernel_cls, model, weights, num_warmup=0, **kwargs):
+    """The kernel initialised on the model; its resolved local function and neighbourhood
+    (the pieces its compiled step uses), the enumerated states and their probabilities."""
+    sites = model.sites
+    potential_fn, flat_log_pi, names = build_target(
+        sites, model.seed, model.scale, lookup_mask(sites, weights)
+    )
+    kernel = kernel_cls(
+        potential_fn=potential_fn,
+        supports={name: support for name, (_, _, support, *_) in zip(names, sites, strict=True)},
+        weights=weights,
+        ordinal_window=model.window,
+        **kwargs,
+    )
+    params = init_params(sites, names)
+    with warnings.catch_warnings():
+        # even path lengths on unit-step sites warn about parity; the balance still holds
+        warnings.simplefilter("ignore", UserWarning)
+        # compiled: the eager init evaluates op by op, several times slower on tiny models
+        state = jax.jit(lambda key: kernel.init(key, num_warmup, params, (), None))(
+            random.key(model.seed)
+        )
+    expected = {
+        name: "exact"
+        if weights == "exact" or (weights == "auto" and kind == "categorical")
+        else "gradient"
+        for name, (kind, *_) in zip(names, sites, strict=True)
+    }
+    assert kernel.weights_mode == expected
+    states = enumerate_states(sites)
+    log_p = np.asarray(jax.jit(jax.vmap(flat_log_pi))(jnp.asarray(states)), np.float64)
+    pi = np.exp(log_p - log_p.max())
+    return kernel, state, kernel._local_fn((), {}), kernel._neighbourhood, states, pi / pi.sum()
+
+
+def lbp_matrix(local_fn, neighbourhood, states, path_length, balancing):
+    matrix, forward_mass = path_transition_matrix(
+        local_fn, neighbourhood, states, path_length, balancing
+    )
+    np.testing.assert_allclose(forward_mass, 1.0, atol=1e-12)
+    return matrix
+
+
+@st.composite
+def lbp_cases(draw):
+    model = draw(models())
+    return model, draw(st.integers(1, model.max_path_length))
+
+
+@settings(max_examples=10, deadline=None, derandomize=True)
+@given(
+    case=lbp_cases(),
+    weights=st.sampled_from(["gradient", "exact", "auto"]),
+    balancing=st.sampled_from(["sqrt", "barker"]),
+)
+def test_lbp_detailed_balance(case, weights, balancing):
+    model, path_length = case
+    with jax.enable_x64(True):
+        kernel, _, local_fn, neighbourhood, states, pi = initialised(
+            LBP, model, weights, num_flips=path_length, balancing=balancing
+        )
+        matrix = lbp_matrix(local_fn, neighbourhood, states, path_length, balancing)
+        assert_reversible(matrix, pi)
+        if path_length == 1:
+            # every single-coordinate move has positive probability: the chain reaches
+            # every state (detailed balance alone also holds for a chain that never moves)
+            reach = (matrix > 0).astype(float) + np.eye(len(matrix))
+            assert np.all(np.linalg.matrix_power(reach, len(matrix)) > 0)
+
+
+@settings(max_examples=4, deadline=None, derandomize=True)
+@given(
+    model=models(),
+    weights=st.sampled_from(["gradient", "exact", "auto"]),
+    target_accept_prob=st.floats(0.2, 0.9),
+)
+def test_albp_frozen_kernel_detailed_balance(model, weights, target_accept_prob):
+    """A real warmup adapts the real scale ``R_t``; after it, ``R_t`` stays frozen and each
+    step uses the path length ``floor(R_t) + Bernoulli(frac(R_t))``, so the kernel is the
+    mixture ``(1 - frac) LBP-floor + frac LBP-ceil``, which is in detailed balance."""
+    num_warmup = 40
+    with jax.enable_x64(True):
+        kernel, state, local_fn, neighbourhood, states, pi = initialised(
+            ALBP,
+            model,
+            weights,
+            num_warmup=num_warmup,
+            target_accept_prob=target_accept_prob,
+            max_num_flips=model.max_path_length,
+        )
+
+        def step(state, _):
+            state = kernel.sample(state, (), None)
+            return state, state.num_flips
+
+        scales = np.asarray(jax.jit(lambda s: lax.scan(step, s, None, num_warmup + 5)[1])(state))
+        scale = float(scales[num_warmup - 1])
+        np.testing.assert_array_equal(scales[num_warmup - 1 :], scale)
+        assert 1.0 <= scale <= model.max_path_length
+        low = math.floor(scale)
+        frac = scale - low
+        event(f"fractional R_t: {frac > 0}")
+        matrix = (1.0 - frac) * lbp_matrix(local_fn, neighbourhood, states, low, "sqrt")
+        if frac > 0:
+            matrix += frac * lbp_matrix(local_fn, neighbourhood, states, low + 1, "sqrt")
+        assert_reversible(matrix, pi)
