@@ -197,7 +197,9 @@ def mixed_local_fn(
                 padded = jnp.concatenate([d_exact, jnp.zeros((1,) + d_exact.shape[1:])])
                 is_exact = (slot_of < exact.size)[:, None]
                 d = jnp.where(is_exact, padded[slot_of].astype(d.dtype), d)
-        return log_p, jnp.where(neighbourhood.valid(x), d, -jnp.inf)
+        # an undefined gradient (NaN) gives zero weight, as undefined exact ratios do: the
+        # weights were already zero (`log_weights`), and now no NaN is cached in the state
+        return log_p, jnp.where(neighbourhood.valid(x) & ~jnp.isnan(d), d, -jnp.inf)
 
     return local_fn
 
