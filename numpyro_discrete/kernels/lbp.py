@@ -422,6 +422,12 @@ class LBP(MCMCKernel):
             self._layout = layout_from_params(
                 init_params, type(self).__name__, int(batched), self._supports
             )
+        if self._layout.num_coords == 0:
+            shapes = dict(zip(self._layout.names, self._layout.shapes, strict=True))
+            raise ValueError(
+                f"{type(self).__name__}: the discrete sites have no coordinates (site shapes "
+                f"{shapes}), so there is nothing to sample. Give a site a non-empty shape."
+            )
         outside = self._layout.out_of_support(init_params or {})
         if outside:
             raise ValueError(
