@@ -1,0 +1,245 @@
+"""Numerical edge cases: extreme local ratios, undefined potentials and gradients, flat
+targets, path lengths beyond the number of coordinates, one-coordinate and zero-size sites,
+float32 and float64."""
+
+import contextlib
+
+import numpy as np
+import pytest
+
+import jax
+from jax import lax, random
+import jax.numpy as jnp
+
+import numpyro
+import numpyro.distributions as dist
+from numpyro.infer import MCMC
+
+from numpyro_discrete import ALBP, LBP
+from numpyro_discrete.core import path
+from numpyro_discrete.core.balancing import get_balancing, log_weights
+from numpyro_discrete.core.local_ratios import (
+    binary_neighbourhood,
+    exact_local_fn,
+    gradient_local_fn,
+)
+
+
+def _precision(x64):
+    return jax.enable_x64(True) if x64 else contextlib.nullcontext()
+
+
+def _mcmc(kernel, num_samples=300, num_warmup=0, **kwargs):
+    return MCMC(
+        kernel, num_warmup=num_warmup, num_samples=num_samples, progress_bar=False, **kwargs
+    )
+
+
+@pytest.mark.parametrize("x64", [False, True], ids=["float32", "float64"])
+@pytest.mark.parametrize("balancing", ["sqrt", "barker"])
+def test_extreme_log_ratios_give_finite_proposal_probabilities(x64, balancing):
+    """Local log-ratios of size up to 1e4 (weights exp(+-5000), far outside float range)
+    give finite path probabilities, forwards and backwards: everything stays in log
+    space."""
+    with _precision(x64):
+        num_coords, length = 64, 8
+        d = jnp.asarray(np.random.default_rng(0).choice([-1e4, -3e3, 0.0, 1e4], (num_coords, 1)))
+        log_w = log_weights(get_balancing(balancing), d)
+        for seed in range(5):
+            p = path.sample_path(random.key(seed), log_w, jnp.int32(length), length)
+            for reverse in (False, True):
+                log_q = path.path_log_prob(log_w, p, reverse)
+                assert jnp.isfinite(log_q) and log_q <= 0.0
+        if balancing == "sqrt":
+            # weights exp(5000) against at most exp(0): the coordinates of ratio 1e4 first
+            assert np.all(np.asarray(d[p.coords, 0]) == 1e4)
+
+
+@pytest.mark.parametrize(
+    "x64, weights", [(False, "gradient"), (True, "exact")], ids=["float32", "float64"]
+)
+def test_extreme_fields_reach_the_mode_with_finite_acceptance(x64, weights):
+    """A product target with fields +-1e4 (a point mass up to exp(-1e4)), started at the
+    opposite corner: GWG moves one coordinate towards the mode per step with finite
+    acceptance probabilities, reaches it after N steps and stays there."""
+    with _precision(x64):
+        float_dtype = jnp.result_type(float)
+        num_coords = 12
+        field = jnp.where(jnp.arange(num_coords) % 2 == 0, 1e4, -1e4).astype(float_dtype)
+
+        def log_pi(x):
+            return jnp.asarray(x, float_dtype) @ field
+
+        local_fn = {"gradient": gradient_local_fn, "exact": exact_local_fn}[weights](
+            log_pi, binary_neighbourhood
+        )
+        kernel = path.build_kernel(get_balancing("sqrt"), binary_neighbourhood, (1,))
+        mode = (np.arange(num_coords) % 2 == 0).astype(np.int32)
+        state = path.init(jnp.asarray(1 - mode), local_fn)
+
+        def step(state, key):
+            state, info = kernel(key, state, local_fn, jnp.int32(1))
+            return state, (info.acceptance_rate, state.position)
+
+        keys = random.split(random.key(0), 2 * num_coords)
+        state, (accept, positions) = jax.jit(lambda s: lax.scan(step, s, keys))(state)
+        assert accept.dtype == float_dtype
+        assert np.all(np.isfinite(accept)) and np.all((accept >= 0) & (accept <= 1))
+        distance = np.abs(np.asarray(positions) - mode).sum(1)
+        np.testing.assert_array_equal(distance[:num_coords], np.arange(num_coords - 1, -1, -1))
+        np.testing.assert_array_equal(distance[num_coords:], 0)
+        assert np.isfinite(state.log_density) and np.all(~np.isnan(state.log_ratios))
+
+
+FIELD = jnp.array([1.0, 0.5, -0.2, 0.3, 0.4, -0.6])
+
+
+def undefined_potential(z):
+    """NaN at states with x2 = x3 = 1, +inf (zero probability) at states with
+    sum(x) >= 4, and a gradient that is NaN in x0 and x1 wherever x0 = x1 (the value
+    stays finite there)."""
+    x = z["x"].astype(jnp.result_type(float))
+    energy = -(x @ FIELD) + 0.0 * jnp.sqrt(jnp.abs(x[0] - x[1]))
+    energy = jnp.where(jnp.sum(x) >= 4, jnp.inf, energy)
+    return jnp.where((x[2] == 1) & (x[3] == 1), jnp.nan, energy)
+
+
+@pytest.mark.parametrize("weights, num_flips", [("gradient", 1), ("exact", 3)])
+def test_undefined_proposals_are_rejected_and_never_enter_the_state(weights, num_flips):
+    """Proposals where the potential is NaN or +inf are rejected; NaN gradient entries
+    give zero weight; no NaN reaches the samples, potential, local ratios or acceptance,
+    and the chain still moves among the defined states."""
+    mcmc = _mcmc(LBP(potential_fn=undefined_potential, num_flips=num_flips, weights=weights))
+    mcmc.run(
+        random.key(1),
+        init_params={"x": jnp.zeros(6, jnp.int32)},
+        extra_fields=("log_ratios", "potential_energy", "accept_prob"),
+    )
+    x = np.asarray(mcmc.get_samples()["x"])
+    extra = mcmc.get_extra_fields()
+    assert not np.any((x[:, 2] == 1) & (x[:, 3] == 1))
+    assert not np.any(x.sum(1) >= 4)
+    assert np.all(np.isfinite(extra["potential_energy"]))
+    assert not np.any(np.isnan(extra["log_ratios"]))
+    assert np.all(np.isfinite(extra["accept_prob"]))
+    assert len({tuple(row) for row in x}) >= 5
+
+
+@pytest.mark.parametrize("kernel_cls", [LBP, ALBP])
+def test_flat_target_accepts_every_path(kernel_cls):
+    """A constant potential: every weight equal (top-k over tied keys), every path is
+    its own reverse's mirror, acceptance exactly 1 and every step moves R coordinates."""
+    kwargs = {"num_flips": 3} if kernel_cls is LBP else {"init_num_flips": 3.0}
+    mcmc = _mcmc(kernel_cls(potential_fn=lambda z: jnp.zeros(()), **kwargs), num_warmup=0)
+    mcmc.run(
+        random.key(2),
+        init_params={"x": jnp.zeros(8, jnp.int32)},
+        extra_fields=("accept_prob", "num_changed"),
+    )
+    extra = mcmc.get_extra_fields()
+    np.testing.assert_array_equal(extra["accept_prob"], 1.0)
+    np.testing.assert_array_equal(extra["num_changed"], 3)
+    x = np.asarray(mcmc.get_samples()["x"])
+    assert np.all(np.abs(np.diff(x, axis=0)).sum(1) == 3)
+
+
+def three_bits():
+    numpyro.sample("x", dist.Bernoulli(0.5).expand([3]))
+
+
+def test_albp_scale_is_clipped_to_the_number_of_coordinates():
+    """`max_num_flips` and `init_num_flips` above N are clipped to N (LBP's fixed
+    `num_flips > N` is an error instead, see docs/errors.md): on a flat target the
+    acceptance is 1, so the adaptation pushes R_t up to its bound, N = 3."""
+    kernel = ALBP(three_bits, init_num_flips=10.0, max_num_flips=50)
+    mcmc = _mcmc(kernel, num_warmup=30, num_samples=20)
+    mcmc.run(random.key(3), extra_fields=("num_flips", "num_changed"))
+    np.testing.assert_array_equal(mcmc.get_extra_fields()["num_flips"], 3.0)
+    assert set(np.unique(mcmc.get_extra_fields()["num_changed"])) <= {0, 3}
+
+
+def one_bernoulli():
+    numpyro.sample("b", dist.Bernoulli(0.3))
+
+
+def one_categorical():
+    numpyro.sample("c", dist.Categorical(jnp.array([0.2, 0.5, 0.3])))
+
+
+def one_poisson():
+    numpyro.sample("n", dist.Poisson(1.5))
+
+
+@pytest.mark.parametrize(
+    "model, site, mean",
+    [(one_bernoulli, "b", 0.3), (one_categorical, "c", 1.1), (one_poisson, "n", 1.5)],
+    ids=["bernoulli", "categorical", "poisson"],
+)
+def test_single_coordinate_models(model, site, mean):
+    mcmc = _mcmc(ALBP(model), num_warmup=200, num_samples=3000)
+    mcmc.run(random.key(4), extra_fields=("num_flips",))
+    samples = mcmc.get_samples()[site]
+    assert samples.shape == (3000,) and jnp.issubdtype(samples.dtype, jnp.integer)
+    np.testing.assert_array_equal(mcmc.get_extra_fields()["num_flips"], 1.0)
+    assert abs(float(samples.mean()) - mean) < 0.15
+
+
+def with_empty_site():
+    numpyro.sample("empty", dist.Bernoulli(0.5).expand([0]))
+    numpyro.sample("x", dist.Bernoulli(jnp.array([0.2, 0.8, 0.4])))
+
+
+def test_zero_size_site_beside_others():
+    """A site of shape (0,) adds no coordinates and comes out with shape (num_samples, 0);
+    a model whose only discrete sites are empty is an error (docs/errors.md)."""
+    mcmc = _mcmc(ALBP(with_empty_site), num_warmup=100, num_samples=1000)
+    mcmc.run(random.key(5))
+    samples = mcmc.get_samples()
+    assert samples["empty"].shape == (1000, 0)
+    np.testing.assert_allclose(samples["x"].mean(0), [0.2, 0.8, 0.4], atol=0.08)
+
+
+def two_bits():
+    numpyro.sample("x", dist.Bernoulli(jnp.array([0.2, 0.8])))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known bug, not fixed here: ALBP can freeze R_t at an even integer (here its "
+    "bound N = 2); on binary sites every step then flips exactly R coordinates, sum(x) mod 2 "
+    "never changes and the chain is stuck in half of the space, silently",
+)
+def test_albp_frozen_at_an_even_bound_stays_ergodic():
+    mcmc = _mcmc(ALBP(two_bits), num_warmup=100, num_samples=1000)
+    mcmc.run(random.key(8), extra_fields=("num_flips",))
+    assert float(mcmc.get_extra_fields()["num_flips"][0]) == 2.0
+    np.testing.assert_allclose(mcmc.get_samples()["x"].mean(0), [0.2, 0.8], atol=0.06)
+
+
+def two_categoricals():
+    numpyro.sample("c", dist.Categorical(jnp.array([0.6, 0.3, 0.1])).expand([2]))
+
+
+def test_categorical_only_model_with_a_wide_ordinal_window():
+    """`ordinal_window` is irrelevant without ordinal sites; a window wider than the
+    categorical candidate table used to crash while building the neighbourhood."""
+    mcmc = _mcmc(LBP(two_categoricals, ordinal_window=3), num_samples=200)
+    mcmc.run(random.key(6))
+    assert set(np.unique(mcmc.get_samples()["c"])) == {0, 1, 2}
+
+
+@pytest.mark.parametrize("x64", [False, True], ids=["float32", "float64"])
+def test_state_dtypes_follow_the_precision(x64):
+    """Floats in the state follow JAX's precision; samples keep the model's integer
+    dtype."""
+    with _precision(x64):
+        float_dtype = jnp.result_type(float)
+        mcmc = _mcmc(ALBP(three_bits), num_warmup=5, num_samples=5)
+        mcmc.run(random.key(7), extra_fields=("accept_prob", "num_flips"))
+        state = mcmc.last_state
+        for value in (state.potential_energy, state.log_ratios, state.num_flips):
+            assert value.dtype == float_dtype
+        assert mcmc.get_extra_fields()["accept_prob"].dtype == float_dtype
+        # the dtype the model's Bernoulli draws have at this precision
+        model_dtype = dist.Bernoulli(0.5).sample(random.key(0)).dtype
+        assert mcmc.get_samples()["x"].dtype == model_dtype
