@@ -1,7 +1,5 @@
-"""The kernels inside numpyro: chain methods, extra fields, resuming, pickling, x64,
-deterministic sites, ArviZ, and blocks of numpyro's Gibbs."""
-
-import pickle
+"""The kernels inside numpyro: chain methods, extra fields, x64, deterministic sites, ArviZ,
+and blocks of numpyro's Gibbs (resuming and pickling: test_reproducibility.py)."""
 
 import numpy as np
 import pytest
@@ -70,30 +68,6 @@ def test_diagnostics_string():
     kernel = ALBP(product_model)
     state = kernel.init(random.key(0), 10, None, (), None)
     assert kernel.get_diagnostics_str(state) == "acc. prob=0.00, R=1.0"
-
-
-def test_resume_from_post_warmup_state_continues_the_chain():
-    """Warmup, then sampling from `post_warmup_state`, equals one uninterrupted run."""
-    full = _mcmc(ALBP(product_model), num_samples=300)
-    full.run(random.key(3), extra_fields=("num_flips",))
-    split = _mcmc(ALBP(product_model), num_samples=300)
-    split.warmup(random.key(3), extra_fields=("num_flips",))
-    scale = split.post_warmup_state.num_flips
-    split.run(split.post_warmup_state.rng_key, extra_fields=("num_flips",))
-    np.testing.assert_array_equal(full.get_samples()["x"], split.get_samples()["x"])
-    np.testing.assert_allclose(split.get_extra_fields()["num_flips"], scale)
-
-
-def test_kernel_and_mcmc_pickle():
-    kernel = ALBP(product_model)
-    mcmc = _mcmc(kernel, num_samples=100)
-    mcmc.run(random.key(4))
-    restored = pickle.loads(pickle.dumps(mcmc))
-    restored.post_warmup_state = restored.last_state
-    restored.run(restored.post_warmup_state.rng_key)
-    assert restored.get_samples()["x"].shape == (100, 6)
-    fresh = pickle.loads(pickle.dumps(ALBP(product_model, balancing="barker")))
-    _mcmc(fresh, num_samples=10).run(random.key(5))
 
 
 def test_x64():
