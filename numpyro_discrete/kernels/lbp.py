@@ -3,6 +3,7 @@ and :class:`ALBP` (path length adapted during warmup)."""
 
 from collections.abc import Callable, Mapping
 import copy
+from numbers import Real
 from typing import Any, NamedTuple
 import warnings
 
@@ -30,6 +31,7 @@ from numpyro_discrete.model.layout import (
 )
 from numpyro_discrete.model.potential import (
     WEIGHT_MODES,
+    flat_log_density,
     gradient_is_available,
     local_fn_for,
     model_log_joint,
@@ -164,6 +166,16 @@ class LBP(MCMCKernel):
         name = type(self).__name__
         if (model is None) == (potential_fn is None):
             raise ValueError(f"{name} needs exactly one of `model` or `potential_fn`.")
+        expected = {
+            "model": "a numpyro model function",
+            "potential_fn": "a function of a dict of site values returning the potential energy",
+        }
+        for arg, value in (("model", model), ("potential_fn", potential_fn)):
+            if value is not None and not callable(value):
+                raise TypeError(
+                    f"{name}: `{arg}` must be {expected[arg]}, got {type(value).__name__} "
+                    f"{value!r}."
+                )
         if supports is not None and model is not None:
             raise ValueError(
                 f"{name}: `supports` is for `potential_fn` only; with a model, supports "
@@ -422,6 +434,7 @@ class LBP(MCMCKernel):
             self._layout = layout_from_params(
                 init_params, type(self).__name__, int(batched), self._supports
             )
+            self._check_potential_shape()
         if self._layout.num_coords == 0:
             shapes = dict(zip(self._layout.names, self._layout.shapes, strict=True))
             raise ValueError(
@@ -449,6 +462,21 @@ class LBP(MCMCKernel):
             self._sample_fn = self._sample_one
         self._check_initial_state(state)
         return state
+
+    def _check_potential_shape(self) -> None:
+        try:
+            log_p = jax.eval_shape(
+                flat_log_density(self._log_joint((), None), self._layout),
+                jax.ShapeDtypeStruct((self._layout.num_coords,), jnp.int32),
+            )
+        except (TypeError, IndexError):
+            return  # integer values do not trace here; the first evaluation will tell
+        if log_p.shape != ():
+            raise ValueError(
+                f"{type(self).__name__}: `potential_fn` must return a scalar (the potential "
+                f"energy of one state of sites {list(self._layout.names)}), but it returns "
+                f"shape {log_p.shape}; sum over the sites' elements, e.g. `jnp.sum(...)`."
+            )
 
     def _check_initial_state(self, state: LBPState) -> None:
         potential = state.potential_energy
@@ -626,11 +654,11 @@ class ALBP(LBP):
         ordinal_window: int = 1,
         supports: Mapping[str, SiteSupport] | None = None,
     ) -> None:
-        if not 0.0 < target_accept_prob < 1.0:
+        if not isinstance(target_accept_prob, Real) or not 0.0 < target_accept_prob < 1.0:
             raise ValueError(
                 f"ALBP: `target_accept_prob` must lie in (0, 1), got {target_accept_prob!r}."
             )
-        if not init_num_flips >= 1.0:
+        if not isinstance(init_num_flips, Real) or not init_num_flips >= 1.0:
             raise ValueError(f"ALBP: `init_num_flips` must be >= 1, got {init_num_flips!r}.")
         if max_num_flips is not None and (
             not isinstance(max_num_flips, (int, np.integer)) or max_num_flips < 1
