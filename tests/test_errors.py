@@ -1,6 +1,9 @@
 """Every user error is raised early, names the site or argument, and says what to do."""
 
+from collections.abc import Callable
+from pathlib import Path
 import re
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -9,9 +12,12 @@ import jax.numpy as jnp
 
 import numpyro
 import numpyro.distributions as dist
-from numpyro.infer import MCMC
+from numpyro.infer import MCMC, NUTS
 
-from numpyro_discrete import ALBP, LBP, SiteSupport
+from numpyro_discrete import ALBP, LBP, LBPGibbs, SiteSupport
+
+DOCS = Path(__file__).parent.parent / "docs" / "errors.md"
+NUM_FLIPS = "`num_flips` must be an integer >= 1 (the number of coordinates changed per step)"
 
 
 def _run(kernel, *args, init_params=None):
@@ -56,176 +62,15 @@ def impossible_start_model():
     numpyro.factor("forbid_zero", jnp.where(jnp.sum(x) == 0, -jnp.inf, 0.0))
 
 
-@pytest.mark.parametrize(
-    "make_kernel, args, init_params, message",
-    [
-        (
-            lambda: ALBP(continuous_model),
-            (),
-            None,
-            "ALBP found no discrete latent sites in the model",
-        ),
-        (
-            lambda: ALBP(mixed_model),
-            (),
-            None,
-            "continuous latent sites 'w' (Normal). Sample them beside ALBP with numpyro's Gibbs",
-        ),
-        (
-            lambda: LBP(multinomial_model),
-            (),
-            None,
-            "Site 'm' (MultinomialProbs with support Multinomial()) is a multivariate "
-            "discrete distribution (event shape (3,))",
-        ),
-        (
-            lambda: LBP(poisson_model),
-            (),
-            {"n": jnp.array([1, -1])},
-            "`init_params` has values outside the support of sites 'n' (ordinal[0, inf])",
-        ),
-        (
-            lambda: LBP(index_by_poisson_model, weights="gradient"),
-            (),
-            None,
-            "cannot be differentiated in the values of site 'n'",
-        ),
-        (
-            lambda: LBP(binary_model, weights={"y": "exact"}),
-            (),
-            None,
-            "`weights` names sites ['y'] that it does not sample; its sites are ['x']",
-        ),
-        (
-            lambda: ALBP(
-                potential_fn=lambda z: jnp.sum(z["x"]), supports={"y": SiteSupport.binary()}
-            ),
-            (),
-            {"x": jnp.zeros(3, jnp.int32)},
-            "`supports` names sites ['y'] that are not in `init_params`",
-        ),
-        (
-            lambda: LBP(binary_model, num_flips=4),
-            (),
-            None,
-            "`num_flips=4` exceeds the number of discrete coordinates (3)",
-        ),
-        (
-            lambda: LBP(indexing_model, weights="gradient"),
-            (),
-            None,
-            "cannot be differentiated in the values of site 'x'",
-        ),
-        (
-            lambda: LBP(binary_model),
-            (),
-            {"y": jnp.zeros(3, jnp.int32)},
-            "`init_params` has sites ['y'] that LBP does not sample",
-        ),
-        (
-            lambda: LBP(binary_model),
-            (),
-            {"x": jnp.zeros(4, jnp.int32)},
-            "`init_params['x']` has shape (4,), but site 'x' has shape (3,)",
-        ),
-        (
-            lambda: LBP(impossible_start_model),
-            (),
-            {"x": jnp.zeros(3, jnp.int32)},
-            "the potential energy is [inf] at the initial values of sites ['x']",
-        ),
-        (
-            lambda: ALBP(potential_fn=lambda z: jnp.nan * jnp.sum(z["x"])),
-            (),
-            {"x": jnp.zeros(3, jnp.int32)},
-            "the potential energy is [nan]",
-        ),
-        (
-            lambda: ALBP(potential_fn=lambda z: jnp.sum(z["x"])),
-            (),
-            None,
-            "ALBP with `potential_fn` needs `init_params`",
-        ),
-        (
-            lambda: ALBP(potential_fn=lambda z: jnp.sum(z["x"])),
-            (),
-            {"x": jnp.array([0, 2, 1])},
-            "`init_params` has values outside the support of sites 'x' (binary(2 values)). "
-            "With `potential_fn`, ALBP treats sites as binary unless `supports` says otherwise",
-        ),
-    ],
-)
-def test_errors_at_init(make_kernel, args, init_params, message):
-    with pytest.raises(ValueError, match=re.escape(message)):
-        _run(make_kernel(), *args, init_params=init_params)
+def zero_size_model():
+    numpyro.sample("e", dist.Bernoulli(0.5).expand([0]))
 
 
-@pytest.mark.parametrize(
-    "make_kernel, message",
-    [
-        (lambda: LBP(), "LBP needs exactly one of `model` or `potential_fn`"),
-        (
-            lambda: LBP(binary_model, potential_fn=lambda z: 0.0),
-            "LBP needs exactly one of `model` or `potential_fn`",
-        ),
-        (lambda: LBP(binary_model, num_flips=0), "`num_flips` must be an integer >= 1"),
-        (lambda: LBP(binary_model, num_flips=2.5), "`num_flips` must be an integer >= 1"),
-        (
-            lambda: LBP(binary_model, balancing="gaussian"),
-            "Unknown balancing function 'gaussian'; choose one of ['barker', 'sqrt']",
-        ),
-        (lambda: ALBP(binary_model, weights="hessian"), "unknown `weights='hessian'`"),
-        (lambda: LBP(binary_model, weights={"x": "taylor"}), "unknown `weights={'x': 'taylor'}`"),
-        (lambda: LBP(binary_model, ordinal_window=0), "`ordinal_window` must be an integer >= 1"),
-        (
-            lambda: LBP(binary_model, supports={"x": SiteSupport.binary()}),
-            "`supports` is for `potential_fn` only",
-        ),
-        (
-            lambda: LBP(potential_fn=lambda z: 0.0, supports={"x": 3}),
-            "`supports` must map site names to `SiteSupport` objects",
-        ),
-        (lambda: SiteSupport.categorical(1), "needs an integer `num_categories >= 2`, got 1"),
-        (lambda: SiteSupport.ordinal(0.5, 3), "needs integer bounds, got lower=0.5"),
-        (lambda: SiteSupport.ordinal(3, 1), "`upper=1` is below `lower=3`"),
-        (
-            lambda: ALBP(binary_model, target_accept_prob=1.0),
-            "`target_accept_prob` must lie in (0, 1), got 1.0",
-        ),
-        (
-            lambda: ALBP(binary_model, target_accept_prob=-0.2),
-            "`target_accept_prob` must lie in (0, 1)",
-        ),
-        (lambda: ALBP(binary_model, init_num_flips=0.5), "`init_num_flips` must be >= 1"),
-        (
-            lambda: ALBP(binary_model, max_num_flips=0),
-            "`max_num_flips` must be None or an integer >= 1",
-        ),
-        (
-            lambda: ALBP(binary_model, init_num_flips=5, max_num_flips=3),
-            "`init_num_flips=5` exceeds `max_num_flips=3`",
-        ),
-    ],
-)
-def test_errors_at_construction(make_kernel, message):
-    with pytest.raises(ValueError, match=re.escape(message)):
-        make_kernel()
+def _init(kernel, init_params=None):
+    return _run(kernel, init_params=init_params)
 
 
-def test_wrap_model_needs_a_model():
-    with pytest.raises(ValueError, match="has no model to wrap"):
-        LBP(potential_fn=lambda z: 0.0).wrap_model(lambda m: m)
-
-
-def test_auto_weights_fall_back_to_exact_for_index_use():
-    kernel = LBP(indexing_model)
-    mcmc = _run(kernel)
-    assert kernel.weights_mode == {"x": "exact"}
-    assert mcmc.get_samples()["x"].shape == (2,)
-
-
-def test_non_finite_start_is_caught_for_vectorized_chains():
-    kernel = ALBP(potential_fn=lambda z: jnp.log(jnp.sum(z["x"]) - 1.0))
+def _vectorized(kernel, init_params=None):
     mcmc = MCMC(
         kernel,
         num_warmup=2,
@@ -234,9 +79,328 @@ def test_non_finite_start_is_caught_for_vectorized_chains():
         chain_method="vectorized",
         progress_bar=False,
     )
-    init = {"x": jnp.array([[1, 1, 1], [0, 0, 0]], jnp.int32)}
-    with pytest.raises(ValueError, match=re.escape("potential energy is [0.693")):
-        mcmc.run(random.key(0), init_params=init)
+    mcmc.run(random.key(0), init_params=init_params)
+
+
+def _sum_x(z):
+    return jnp.sum(z["x"])
+
+
+X3 = {"x": jnp.zeros(3, jnp.int32)}
+
+
+class Case(NamedTuple):
+    """A misuse: `trigger` commits it; it must raise `error` with `message` in its text.
+    Each case is a row of docs/errors.md, under the same id."""
+
+    id: str
+    trigger: Callable[[], Any]
+    error: type
+    message: str
+
+
+CASES = [
+    # --- the model or potential -------------------------------------------------------
+    Case(
+        "model-not-callable",
+        lambda: LBP("model"),
+        TypeError,
+        "LBP: `model` must be a numpyro model function, got str 'model'",
+    ),
+    Case(
+        "potential-not-callable",
+        lambda: ALBP(potential_fn=3),
+        TypeError,
+        "ALBP: `potential_fn` must be a function of a dict of site values returning the "
+        "potential energy, got int 3",
+    ),
+    Case(
+        "model-and-potential",
+        lambda: LBP(binary_model, potential_fn=lambda z: 0.0),
+        ValueError,
+        "LBP needs exactly one of `model` or `potential_fn`",
+    ),
+    Case("neither-model-nor-potential", lambda: LBP(), ValueError, "LBP needs exactly one of"),
+    Case(
+        "no-discrete-sites",
+        lambda: _init(ALBP(continuous_model)),
+        ValueError,
+        "ALBP found no discrete latent sites in the model",
+    ),
+    Case(
+        "continuous-sites",
+        lambda: _init(ALBP(mixed_model)),
+        ValueError,
+        "continuous latent sites 'w' (Normal). Sample them beside ALBP with numpyro's Gibbs",
+    ),
+    Case(
+        "multivariate-discrete-site",
+        lambda: _init(LBP(multinomial_model)),
+        ValueError,
+        "Site 'm' (MultinomialProbs with support Multinomial()) is a multivariate "
+        "discrete distribution (event shape (3,))",
+    ),
+    Case(
+        "only-empty-sites",
+        lambda: _init(LBP(zero_size_model)),
+        ValueError,
+        "LBP: the discrete sites have no coordinates (site shapes {'e': (0,)})",
+    ),
+    Case(
+        "not-differentiable",
+        lambda: _init(LBP(indexing_model, weights="gradient")),
+        ValueError,
+        "cannot be differentiated in the values of site 'x'",
+    ),
+    Case(
+        "not-differentiable-ordinal",
+        lambda: _init(LBP(index_by_poisson_model, weights="gradient")),
+        ValueError,
+        "cannot be differentiated in the values of site 'n'",
+    ),
+    Case(
+        "potential-not-scalar",
+        lambda: _init(ALBP(potential_fn=lambda z: 1.0 * z["x"]), X3),
+        ValueError,
+        "`potential_fn` must return a scalar (the potential energy of one state of sites "
+        "['x']), but it returns shape (3,)",
+    ),
+    Case(
+        "infinite-potential-at-init",
+        lambda: _init(LBP(impossible_start_model), X3),
+        ValueError,
+        "the potential energy is [inf] at the initial values of sites ['x']",
+    ),
+    Case(
+        "nan-potential-at-init",
+        lambda: _init(ALBP(potential_fn=lambda z: jnp.nan * jnp.sum(z["x"])), X3),
+        ValueError,
+        "the potential energy is [nan]",
+    ),
+    Case(
+        "non-finite-start-vectorized",
+        lambda: _vectorized(
+            ALBP(potential_fn=lambda z: jnp.log(jnp.sum(z["x"]) - 1.0)),
+            {"x": jnp.array([[1, 1, 1], [0, 0, 0]], jnp.int32)},
+        ),
+        ValueError,
+        "potential energy is [0.693",
+    ),
+    # --- init_params ------------------------------------------------------------------
+    Case(
+        "potential-without-init-params",
+        lambda: _init(ALBP(potential_fn=_sum_x)),
+        ValueError,
+        "ALBP with `potential_fn` needs `init_params`",
+    ),
+    Case(
+        "init-params-unknown-site",
+        lambda: _init(LBP(binary_model), {"y": jnp.zeros(3, jnp.int32)}),
+        ValueError,
+        "`init_params` has sites ['y'] that LBP does not sample",
+    ),
+    Case(
+        "init-params-shape",
+        lambda: _init(LBP(binary_model), {"x": jnp.zeros(4, jnp.int32)}),
+        ValueError,
+        "`init_params['x']` has shape (4,), but site 'x' has shape (3,)",
+    ),
+    Case(
+        "init-params-outside-support",
+        lambda: _init(LBP(poisson_model), {"n": jnp.array([1, -1])}),
+        ValueError,
+        "`init_params` has values outside the support of sites 'n' (ordinal[0, inf])",
+    ),
+    Case(
+        "potential-init-params-not-binary",
+        lambda: _init(ALBP(potential_fn=_sum_x), {"x": jnp.array([0, 2, 1])}),
+        ValueError,
+        "`init_params` has values outside the support of sites 'x' (binary(2 values)). "
+        "With `potential_fn`, ALBP treats sites as binary unless `supports` says otherwise",
+    ),
+    Case(
+        "init-params-no-chain-axis",
+        lambda: _vectorized(ALBP(potential_fn=_sum_x), X3),
+        ValueError,
+        "`init_params` must have the same leading dimension as `num_chains`",
+    ),
+    # --- arguments --------------------------------------------------------------------
+    Case(
+        "num-flips-above-coordinates",
+        lambda: _init(LBP(binary_model, num_flips=4)),
+        ValueError,
+        "`num_flips=4` exceeds the number of discrete coordinates (3)",
+    ),
+    Case("num-flips-zero", lambda: LBP(binary_model, num_flips=0), ValueError, NUM_FLIPS),
+    Case("num-flips-float", lambda: LBP(binary_model, num_flips=2.5), ValueError, NUM_FLIPS),
+    Case(
+        "unknown-balancing",
+        lambda: LBP(binary_model, balancing="gaussian"),
+        ValueError,
+        "Unknown balancing function 'gaussian'; choose one of ['barker', 'sqrt']",
+    ),
+    Case(
+        "unknown-weights",
+        lambda: ALBP(binary_model, weights="hessian"),
+        ValueError,
+        "ALBP: unknown `weights='hessian'`; choose one of ['auto', 'gradient', 'exact']",
+    ),
+    Case(
+        "unknown-weights-per-site",
+        lambda: LBP(binary_model, weights={"x": "taylor"}),
+        ValueError,
+        "unknown `weights={'x': 'taylor'}`",
+    ),
+    Case(
+        "weights-unknown-site",
+        lambda: _init(LBP(binary_model, weights={"y": "exact"})),
+        ValueError,
+        "`weights` names sites ['y'] that it does not sample; its sites are ['x']",
+    ),
+    Case(
+        "ordinal-window",
+        lambda: LBP(binary_model, ordinal_window=0),
+        ValueError,
+        "`ordinal_window` must be an integer >= 1 (the largest change of an ordinal "
+        "coordinate in one move), got 0",
+    ),
+    Case(
+        "supports-with-model",
+        lambda: LBP(binary_model, supports={"x": SiteSupport.binary()}),
+        ValueError,
+        "`supports` is for `potential_fn` only",
+    ),
+    Case(
+        "supports-not-site-support",
+        lambda: LBP(potential_fn=lambda z: 0.0, supports={"x": 3}),
+        ValueError,
+        "`supports` must map site names to `SiteSupport` objects",
+    ),
+    Case(
+        "supports-unknown-site",
+        lambda: _init(ALBP(potential_fn=_sum_x, supports={"y": SiteSupport.binary()}), X3),
+        ValueError,
+        "`supports` names sites ['y'] that are not in `init_params`",
+    ),
+    Case(
+        "categorical-one-category",
+        lambda: SiteSupport.categorical(1),
+        ValueError,
+        "needs an integer `num_categories >= 2`, got 1",
+    ),
+    Case(
+        "ordinal-float-bounds",
+        lambda: SiteSupport.ordinal(0.5, 3),
+        ValueError,
+        "needs integer bounds, got lower=0.5",
+    ),
+    Case(
+        "ordinal-empty",
+        lambda: SiteSupport.ordinal(3, 1),
+        ValueError,
+        "`upper=1` is below `lower=3`",
+    ),
+    Case(
+        "target-accept-prob-range",
+        lambda: ALBP(binary_model, target_accept_prob=1.0),
+        ValueError,
+        "`target_accept_prob` must lie in (0, 1), got 1.0",
+    ),
+    Case(
+        "target-accept-prob-negative",
+        lambda: ALBP(binary_model, target_accept_prob=-0.2),
+        ValueError,
+        "`target_accept_prob` must lie in (0, 1), got -0.2",
+    ),
+    Case(
+        "target-accept-prob-type",
+        lambda: ALBP(binary_model, target_accept_prob="high"),
+        ValueError,
+        "`target_accept_prob` must lie in (0, 1), got 'high'",
+    ),
+    Case(
+        "init-num-flips-below-one",
+        lambda: ALBP(binary_model, init_num_flips=0.5),
+        ValueError,
+        "`init_num_flips` must be >= 1, got 0.5",
+    ),
+    Case(
+        "init-num-flips-type",
+        lambda: ALBP(binary_model, init_num_flips="2"),
+        ValueError,
+        "`init_num_flips` must be >= 1, got '2'",
+    ),
+    Case(
+        "max-num-flips",
+        lambda: ALBP(binary_model, max_num_flips=0),
+        ValueError,
+        "`max_num_flips` must be None or an integer >= 1",
+    ),
+    Case(
+        "init-above-max-num-flips",
+        lambda: ALBP(binary_model, init_num_flips=5, max_num_flips=3),
+        ValueError,
+        "`init_num_flips=5` exceeds `max_num_flips=3`",
+    ),
+    # --- protocol and composition -----------------------------------------------------
+    Case(
+        "sample-before-init",
+        lambda: LBP(binary_model).sample(None, (), None),
+        RuntimeError,
+        "LBP: call `init` before `sample`",
+    ),
+    Case(
+        "wrap-potential-fn",
+        lambda: LBP(potential_fn=lambda z: 0.0).wrap_model(lambda m: m),
+        ValueError,
+        "LBP built from `potential_fn` has no model to wrap",
+    ),
+    Case(
+        "lbp-gibbs-vectorized",
+        lambda: _vectorized(LBPGibbs(NUTS(mixed_model))),
+        ValueError,
+        "Gibbs only supports a single random key; for multiple chains use "
+        '`chain_method="parallel"`',
+    ),
+    Case(
+        "lbp-gibbs-inner-kernel",
+        lambda: LBPGibbs(ALBP(mixed_model)),
+        ValueError,
+        "LBPGibbs: `inner_kernel` must be numpyro's HMC or NUTS",
+    ),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
+def test_error(case):
+    with pytest.raises(case.error, match=re.escape(case.message)):
+        case.trigger()
+
+
+def _docs_rows():
+    """``id -> (error type name, message)`` from the table of docs/errors.md."""
+    rows = {}
+    for line in DOCS.read_text().splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) != 4 or not cells[0].startswith("`") or cells[0].startswith("``"):
+            continue
+        case_id, _, error, message = cells
+        assert message.startswith("`` ") and message.endswith(" ``"), line
+        rows[case_id.strip("`")] = (error.strip("`"), message[3:-3])
+    return rows
+
+
+def test_docs_table_matches_the_tested_cases():
+    """Every row of docs/errors.md is a case above, with the same error type and message
+    (which `test_error` checks is raised), and every case has its row."""
+    assert _docs_rows() == {case.id: (case.error.__name__, case.message) for case in CASES}
+
+
+def test_auto_weights_fall_back_to_exact_for_index_use():
+    kernel = LBP(indexing_model)
+    mcmc = _run(kernel)
+    assert kernel.weights_mode == {"x": "exact"}
+    assert mcmc.get_samples()["x"].shape == (2,)
 
 
 def test_even_path_length_on_binary_sites_warns():
