@@ -264,7 +264,10 @@ class ACS(LBP):
     ) -> ACSState:
         key_values, key_chain = random.split(rng_key)
         position = self._initial_values(key_values, init_params, model_args, model_kwargs)
-        core = cyclical.init(position, self._local_fn(model_args, model_kwargs))
+        local_fn = self._local_fn(model_args, model_kwargs)
+        # one compiled program rather than hundreds of op-by-op compilations (eager under
+        # the vmap over chains)
+        core = jax.jit(lambda x: cyclical.init(x, local_fn))(position)
         tuning = cyclical.init_tuning(core, self._config, self._alpha_max, self._alpha_min)
         float_dtype = jnp.result_type(float)
         return ACSState(
