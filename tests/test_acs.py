@@ -181,6 +181,44 @@ def test_tuned_step_sizes_reach_target_acceptance():
         assert abs(float(check.get_extra_fields()["accept_prob"].mean()) - 0.5) < 0.15
 
 
+def test_tuning_round_bookkeeping():
+    """Driving the pure tuning functions with given acceptance rates: a round of
+    EstimateAlpha(MIN) tests LinSpace(bound, bound * (1 + zeta |rho* - rho|), 5), averages
+    the repeats of each value, moves the bound to the value closest to the target (ties to
+    the larger step size), and moves the chain to that value's last proposal."""
+    plan = cyclical.TuningPlan(0, 0, 1, 1, 5, 2, 2, 1, 4)
+    config = cyclical.TuningConfig(0.5, 0.5, 5.0, 0.05, 0.95, 0.5, 4)
+
+    def state(value):
+        return cyclical.CyclicalState(jnp.array([value]), jnp.array(0.0), jnp.zeros((1, 1)))
+
+    base = state(-1)
+    tuning = cyclical.init_tuning(base, config)
+    # per tested value, the acceptance of its two proposals (means 1, 0.875, 0.625, 0.25,
+    # 0.625: exact in binary, so that values 2 and 4 tie exactly)
+    rates = [(1.0, 1.0), (0.75, 1.0), (0.5, 0.75), (0.25, 0.25), (0.75, 0.5)]
+    alphas = []
+    for step in range(10):
+        candidate, repeat = divmod(step, 2)
+        alpha, beta, metropolis = cyclical.tuning_parameters(plan, config, tuning, step)
+        alphas.append(float(alpha))
+        assert float(beta) == 0.5 and bool(metropolis)
+        info = cyclical.CyclicalInfo(jnp.array(rates[candidate][repeat]), True, 1)
+        tuning, chain = cyclical.update_tuning(
+            plan, config, tuning, step, base, state(10 * candidate + repeat), info, alpha, beta
+        )
+        if step < 9:
+            assert int(chain.position[0]) == -1  # proposals all start from the round's state
+    # rho_cur = 0 at the start: LinSpace(0.05, 0.05 * 1.25, 5), each value twice
+    np.testing.assert_allclose(alphas[::2], np.linspace(0.05, 0.0625, 5), rtol=1e-6)
+    np.testing.assert_allclose(alphas[1::2], alphas[::2])
+    # values 2 and 4 tie at |0.625 - 0.5|: the larger step size wins
+    assert float(tuning.step_size_min) == pytest.approx(0.0625)
+    assert int(chain.position[0]) == 41
+    # the last round of alpha_min resets rho_cur for EstimateAlpha(MAX)
+    assert float(tuning.rho) == 0.0
+
+
 def test_tuning_plan_fits_budget():
     for budget in (100, 250, 1000, 5000):
         plan = cyclical.plan_tuning(budget, 20)
