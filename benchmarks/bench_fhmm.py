@@ -4,11 +4,13 @@ Benchmark: LBPGibbs against numpyro's mixed samplers on a Bayesian factorial HMM
 
 One process runs, on one simulated FHMM of size ``(L, K)`` (``--L``, ``--K``; targets in
 :mod:`benchmarks.targets`: ``w ~ N(0, 1)^K``, ``b ~ N(0, 1)``, ``sigma ~ HalfNormal(1)``,
-data with ``sigma^2`` of ``--config``, default C2), six samplers through
+data with ``sigma^2`` of ``--config``, default C2), seven samplers through
 ``numpyro.infer.MCMC``:
 
 - ``LBPGibbs``: :class:`~numpyro_discrete.LBPGibbs` ``(NUTS)``, ALBP on ``X`` with its
   default gradient estimates of the local log-ratios;
+- ``LBPGibbs[10 moves]``: the same with ``num_discrete_steps=10``, ten ALBP moves of ``X``
+  per NUTS move of the continuous sites;
 - ``LBPGibbs[exact]``: the same with ``ALBP(model, weights="exact")``, the ``L K`` local
   log-ratios evaluated exactly (one vectorised model evaluation per coordinate) - the
   choice when the likelihood is strongly curved in ``X`` (large ``|w| / sigma``), where a
@@ -117,6 +119,13 @@ class Method:
 
 METHODS = (
     Method("LBPGibbs", lambda m, e: LBPGibbs(NUTS(m)), True, False, True),
+    Method(
+        "LBPGibbs[10 moves]",
+        lambda m, e: LBPGibbs(NUTS(m), num_discrete_steps=10),
+        True,
+        False,
+        True,
+    ),
     Method(
         "LBPGibbs[exact]",
         lambda m, e: LBPGibbs(NUTS(m), discrete_kernel=ALBP(m, weights="exact")),
@@ -238,8 +247,9 @@ def run_method(
         chunk_s.append(time.perf_counter() - start)
         for site in draws if method.samples_x else ("w",):
             draws[site].append(np.asarray(samples[site]))
-        for name, values in mcmc.get_extra_fields().items():
-            moves[name].append(np.asarray(values))
+        fields = mcmc.get_extra_fields()
+        for name in moves:
+            moves[name].append(np.asarray(fields[name]))
         mcmc.post_warmup_state = mcmc.last_state
     row.compile_s, row.sampling_s = _chunk_timing(chunk_s, row.warmup_s, num_warmup == chunk)
     row.num_samples = chunk * len(chunk_s)

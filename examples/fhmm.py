@@ -37,6 +37,7 @@ wrong side of 1/2, and timings, and saves a figure with the posterior marginals
 Run it with the defaults (about a minute on two CPU cores)::
 
     python examples/fhmm.py                      # writes outputs/fhmm.png
+    python examples/fhmm.py --weights exact      # exact local log-ratios for ALBP
     python examples/fhmm.py --L 500 --K 6 --num-samples 4000 --out /tmp/fhmm
 
 **References:**
@@ -62,7 +63,7 @@ import numpyro
 import numpyro.distributions as dist
 from numpyro.infer import MCMC, NUTS
 
-from numpyro_discrete import LBPGibbs
+from numpyro_discrete import ALBP, LBPGibbs
 
 matplotlib.use("Agg")
 
@@ -107,8 +108,9 @@ def simulate(rng, num_steps, num_chains):
 
 def run_inference(args, rng_key, y, num_chains):
     """Warmup (collecting ``R_t``), then sampling from the post-warmup state."""
+    discrete_kernel = ALBP(fhmm_model, weights=args.weights)
     mcmc = MCMC(
-        LBPGibbs(NUTS(fhmm_model)),
+        LBPGibbs(NUTS(fhmm_model), discrete_kernel=discrete_kernel),
         num_warmup=args.num_warmup,
         num_samples=args.num_samples,
         progress_bar=args.progress_bar,
@@ -166,6 +168,14 @@ def main(argv=None):
     parser.add_argument("--num-warmup", type=int, default=1500)
     parser.add_argument("--num-samples", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--weights",
+        choices=("auto", "gradient", "exact"),
+        default="auto",
+        help="ALBP's local log-ratios: first-order estimates from one gradient (auto, for "
+        "binary sites) or exact, one model evaluation per coordinate (better when the "
+        "likelihood is strongly curved in x: large |w| / sigma)",
+    )
     parser.add_argument("--out", default="outputs", help="output directory for the figure")
     parser.add_argument(
         "--no-progress-bar", dest="progress_bar", action="store_false", default=True

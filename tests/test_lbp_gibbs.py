@@ -181,10 +181,11 @@ def _beta_bernoulli_exact(y):
     return mean, var, z_prob
 
 
-def test_beta_bernoulli_matches_quadrature():
+@pytest.mark.parametrize("num_discrete_steps", [1, 4])
+def test_beta_bernoulli_matches_quadrature(num_discrete_steps):
     mean, var, z_prob = _beta_bernoulli_exact(Y_MIX)
     mcmc = MCMC(
-        LBPGibbs(NUTS(beta_bernoulli_model)),
+        LBPGibbs(NUTS(beta_bernoulli_model), num_discrete_steps=num_discrete_steps),
         num_warmup=500,
         num_samples=4000,
         num_chains=2,
@@ -423,3 +424,19 @@ def test_errors():
         _mcmc(LBPGibbs(NUTS(continuous_only))).run(random.key(0), 1.0)
     with pytest.raises(ValueError, match=r"no continuous latent sites.*\['z'\].*ALBP\(model\)"):
         _mcmc(LBPGibbs(NUTS(discrete_only))).run(random.key(0))
+
+
+def test_num_discrete_steps_repeats_the_discrete_move():
+    """With ``num_discrete_steps=n`` the discrete kernel moves ``n`` times per step and its
+    adaptation spans ``n`` times the warmup steps; the composite still pickles."""
+    kernel = LBPGibbs(NUTS(beta_bernoulli_model), num_discrete_steps=4)
+    mcmc = MCMC(kernel, num_warmup=30, num_samples=20, progress_bar=False)
+    mcmc.run(random.key(0), Y_MIX, extra_fields=("accept_prob", "num_flips"))
+    assert int(mcmc.last_state.discrete_state.i) == 4 * (30 + 20)
+    assert mcmc.get_extra_fields()["num_flips"].shape == (20,)
+    restored = pickle.loads(pickle.dumps(kernel))
+    assert restored.num_discrete_steps == 4
+    with pytest.raises(ValueError, match=r"`num_discrete_steps` must be >= 1.*got 0"):
+        LBPGibbs(NUTS(beta_bernoulli_model), num_discrete_steps=0)
+    with pytest.raises(TypeError, match=r"`num_discrete_steps` must be a positive int"):
+        LBPGibbs(NUTS(beta_bernoulli_model), num_discrete_steps=2.5)

@@ -3,11 +3,11 @@ sites moved by a locally balanced kernel (:class:`~numpyro_discrete.ALBP` by def
 continuous ones by an inner ``HMC``/``NUTS``, one sweep of each per step, as a two-block
 instance of numpyro's composable :class:`~numpyro.infer.gibbs.Gibbs`."""
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import jax
-from jax import random
+from jax import lax, random
 
 from numpyro.infer.gibbs import (
     Gibbs,
@@ -82,6 +82,66 @@ class LBPGibbsState(GibbsState):
         return self.hmc_state.diverging
 
 
+class _RepeatedKernel(MCMCKernel):
+    """`kernel` applied `num_steps` times per :meth:`sample`, as one block of a Gibbs sweep.
+
+    Its state is the wrapped kernel's state after the last move. The wrapped kernel is
+    initialised with ``num_steps * num_warmup`` warmup steps, so that its own adaptation
+    (ALBP's ``R``) runs over the whole warmup of the sweep and is frozen after it.
+    """
+
+    def __init__(self, kernel: MCMCKernel, num_steps: int) -> None:
+        self.kernel = kernel
+        self.num_steps = num_steps
+
+    @property
+    def model(self) -> Callable | None:
+        return self.kernel.model
+
+    @property
+    def sample_field(self) -> str:
+        return self.kernel.sample_field
+
+    @property
+    def default_fields(self) -> tuple[str, ...]:
+        return self.kernel.default_fields
+
+    def init(
+        self,
+        rng_key: jax.Array,
+        num_warmup: int,
+        init_params: Any,
+        model_args: tuple,
+        model_kwargs: Mapping[str, Any] | None,
+    ) -> Any:
+        return self.kernel.init(
+            rng_key, self.num_steps * num_warmup, init_params, model_args, model_kwargs
+        )
+
+    def sample(self, state: Any, model_args: tuple, model_kwargs: Mapping[str, Any] | None) -> Any:
+        return lax.fori_loop(
+            0,
+            self.num_steps,
+            lambda _, s: self.kernel.sample(s, model_args, model_kwargs),
+            state,
+        )
+
+    def refresh(self, state: Any, model_args: tuple, model_kwargs: Mapping[str, Any] | None) -> Any:
+        return self.kernel.refresh(state, model_args, model_kwargs)
+
+    def wrap_model(self, wrapper: Callable[[Callable], Callable]) -> "_RepeatedKernel":
+        return _RepeatedKernel(self.kernel.wrap_model(wrapper), self.num_steps)
+
+    def get_constrain_fn(self, model_args: tuple, model_kwargs: Mapping[str, Any] | None) -> Any:
+        return self.kernel.get_constrain_fn(model_args, model_kwargs)
+
+    def postprocess_fn(self, model_args: tuple, model_kwargs: Mapping[str, Any] | None) -> Any:
+        return self.kernel.postprocess_fn(model_args, model_kwargs)
+
+    def get_diagnostics_str(self, state: Any) -> str:
+        return self.kernel.get_diagnostics_str(state)
+
+
 class LBPGibbs(Gibbs):
     """
     Locally balanced proposals within Gibbs, for models with both discrete and continuous
@@ -123,6 +183,13 @@ class LBPGibbs(Gibbs):
         callable (e.g. ``LBP(model, num_flips=3)`` or ``ALBP(model, balancing="barker")``);
         any :class:`~numpyro.infer.mcmc.MCMCKernel` that implements ``refresh`` and
         ``wrap_model``. Defaults to ``ALBP(inner_kernel.model)``.
+    :param int num_discrete_steps: moves of the discrete kernel per step, before the one
+        move of the inner kernel (default 1). A discrete move costs two model evaluations
+        (with ``weights="gradient"``), a NUTS move tens of them, so several discrete moves
+        per step are nearly free and let the discrete sites travel further between updates
+        of the continuous ones, which is what limits the mixing of models whose discrete
+        and continuous sites are strongly coupled (e.g. the factorial HMM). The fields of
+        the discrete state are those of the last move; its adaptation counts every move.
 
     **Example**
 
@@ -150,7 +217,23 @@ class LBPGibbs(Gibbs):
 
     _state_cls = LBPGibbsState
 
-    def __init__(self, inner_kernel: HMC, *, discrete_kernel: MCMCKernel | None = None) -> None:
+    def __init__(
+        self,
+        inner_kernel: HMC,
+        *,
+        discrete_kernel: MCMCKernel | None = None,
+        num_discrete_steps: int = 1,
+    ) -> None:
+        if isinstance(num_discrete_steps, bool) or not isinstance(num_discrete_steps, int):
+            raise TypeError(
+                f"LBPGibbs: `num_discrete_steps` must be a positive int, got "
+                f"{type(num_discrete_steps).__name__}."
+            )
+        if num_discrete_steps < 1:
+            raise ValueError(
+                f"LBPGibbs: `num_discrete_steps` must be >= 1 (moves of the discrete sites "
+                f"per step), got {num_discrete_steps}."
+            )
         if not isinstance(inner_kernel, HMC):
             raise ValueError(
                 f"LBPGibbs: `inner_kernel` must be numpyro's HMC or NUTS (it samples the "
@@ -178,6 +261,9 @@ class LBPGibbs(Gibbs):
                     "callable as `inner_kernel`, e.g. "
                     f"LBPGibbs(NUTS(model), discrete_kernel={name}(model))."
                 )
+        self.num_discrete_steps = num_discrete_steps
+        if num_discrete_steps > 1:
+            discrete_kernel = _RepeatedKernel(discrete_kernel, num_discrete_steps)
         super().__init__([(discrete_kernel, discrete_sites), (inner_kernel, None)])
         self.discrete_kernel, self.inner_kernel = self._kernels
 
