@@ -18,21 +18,24 @@ polynomial form (so that its gradient in a float-relaxed ``x`` exists). The disc
 therefore sees one flat vector of ``L * K`` coordinates.
 
 The data are simulated from the model with ``sigma^2 = 0.5`` (configuration C3 of Sun, Dai
-and Schuurmans 2022, Appendix D) and fixed, well separated weights, then the posterior is
-sampled with :class:`~numpyro_discrete.LBPGibbs`: each step moves ``x`` with ``ALBP`` (a
-locally balanced path of ``R`` coordinates chosen from one gradient, ``R`` adapted during
-warmup) given the continuous sites, then ``w, b, sigma`` with NUTS given ``x``. The script
-prints numpyro's summary of ``w, b, sigma`` with the true values, the acceptance and ``R``
-of the discrete block, the fraction of hidden states whose posterior marginal is on the
-wrong side of 1/2, and timings, and saves a figure with the posterior marginals
+and Schuurmans 2022, Appendix D) and fixed weights that double from chain to chain, then
+the posterior is sampled with :class:`~numpyro_discrete.LBPGibbs`: each step moves ``x``
+with ``ALBP`` (a locally balanced path of ``R`` coordinates chosen from one gradient, ``R``
+adapted during warmup) given the continuous sites, then ``w, b, sigma`` with NUTS given
+``x``. The script prints numpyro's summary of ``w, b, sigma`` (relabelled, see the note)
+with the true values, the acceptance and ``R`` of the discrete block, the fraction of
+hidden states whose posterior marginal is on the wrong side of 1/2, the convergence of the
+mean signal, and timings, and saves a figure with the posterior marginals
 ``P(x_{l,k} = 1)`` against the true states, and ``R`` during warmup.
 
 .. note:: An FHMM posterior is invariant under permuting the chains (with their weights) and,
     up to the weak prior on ``x_0``, under flipping one chain (``x_k -> 1 - x_k``,
-    ``w_k -> -w_k``, ``b -> b + w_k``). A Gibbs-type sampler started at random can settle in
-    any of these mirror modes (and moves between them rarely), so the printed ``w`` may
-    come out permuted or with flipped signs. The figure and the error rate match each
-    recovered chain to a true one by ``|w|`` and flip its marginals when the sign differs.
+    ``w_k -> -w_k``, ``b -> b + w_k``): under the symmetric prior ``w ~ N(0, 1)^K`` it has
+    up to ``K! 2^K`` mirror modes, and a sampler that moves between them makes raw
+    summaries of ``w``, ``b`` and ``x`` meaningless. The script therefore maps every draw
+    to the mirror mode closest to the true weights before summarising ``w``, ``b`` and the
+    marginals of ``x``, and also reports the mean signal ``w . x_l + b``, which is the same
+    in every mirror mode, with its ``r_hat`` and effective sample size.
 
 Run it with the defaults (about a minute on two CPU cores)::
 
@@ -95,8 +98,9 @@ def fhmm_model(y, num_chains):
 
 def simulate(rng, num_steps, num_chains):
     """True ``x`` (L, K), ``w``, ``b``, ``sigma`` and the observations ``y``."""
-    # positive weights growing geometrically, so that the 2^K levels of w . x_l stay apart
-    w = 1.8 ** np.arange(num_chains) / 1.8 ** (num_chains / 2 - 1)
+    # positive weights doubling from chain to chain: the 2^K levels of w . x_l are evenly
+    # spaced (for K = 3 by 0.71, one noise standard deviation)
+    w = 2.0 ** np.arange(num_chains) / 2.0 ** (num_chains / 2 - 1)
     b, sigma = 0.3, np.sqrt(NOISE_VAR)
     x = np.empty((num_steps, num_chains), dtype=np.int32)
     x[0] = rng.random(num_chains) < INIT_PROB
@@ -110,7 +114,11 @@ def run_inference(args, rng_key, y, num_chains):
     """Warmup (collecting ``R_t``), then sampling from the post-warmup state."""
     discrete_kernel = ALBP(fhmm_model, weights=args.weights)
     mcmc = MCMC(
-        LBPGibbs(NUTS(fhmm_model), discrete_kernel=discrete_kernel),
+        LBPGibbs(
+            NUTS(fhmm_model),
+            discrete_kernel=discrete_kernel,
+            num_discrete_steps=args.num_discrete_steps,
+        ),
         num_warmup=args.num_warmup,
         num_samples=args.num_samples,
         progress_bar=args.progress_bar,
@@ -127,14 +135,23 @@ def run_inference(args, rng_key, y, num_chains):
     return mcmc, warmup_R, warmup_time, sample_time
 
 
-def matched_marginals(w_true, w_draws, marginals):
-    """The ``(L, K)`` marginals reordered to the true chains: each true chain takes the
-    recovered chain whose posterior mean ``|w|`` is closest, flipped if the sign differs."""
-    w_mean = w_draws.mean(0)
-    order = [int(np.argmin(np.abs(np.abs(w_mean) - abs(w)))) for w in w_true]
-    flip = np.sign(w_mean[order]) != np.sign(w_true)
-    matched = marginals[:, order]
-    return np.where(flip, 1.0 - matched, matched)
+def relabel_draws(w_true, w, b, x):
+    """Each draw mapped to the mirror mode closest to the truth: true chains, largest ``|w|``
+    first, take the unused recovered chain whose ``|w|`` is closest, flipped (``x -> 1 - x``,
+    ``w -> -w``, ``b -> b + w``) when its sign differs. Returns ``w, b, x`` relabelled."""
+    num_draws, num_chains = w.shape
+    order = np.empty((num_draws, num_chains), dtype=int)
+    taken = np.zeros((num_draws, num_chains), dtype=bool)
+    rows = np.arange(num_draws)
+    for k in np.argsort(-np.abs(w_true)):
+        distance = np.where(taken, np.inf, np.abs(np.abs(w) - abs(w_true[k])))
+        order[:, k] = np.argmin(distance, axis=1)
+        taken[rows, order[:, k]] = True
+    w = np.take_along_axis(w, order, axis=1)
+    x = np.take_along_axis(x, order[:, None, :], axis=2)
+    flip = np.sign(w) != np.sign(w_true)
+    b = b + np.sum(np.where(flip, w, 0.0), axis=1)
+    return np.where(flip, -w, w), b, np.where(flip[:, None, :], 1 - x, x)
 
 
 def plot(truth, marginals, warmup_R, path):
@@ -169,6 +186,12 @@ def main(argv=None):
     parser.add_argument("--num-samples", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
+        "--num-discrete-steps",
+        type=int,
+        default=1,
+        help="ALBP moves of x per NUTS move of w, b, sigma",
+    )
+    parser.add_argument(
         "--weights",
         choices=("auto", "gradient", "exact"),
         default="auto",
@@ -188,13 +211,23 @@ def main(argv=None):
     print(f"\nFactorial HMM, L={args.L}, K={args.K} ({args.L * args.K} binary coordinates)")
     print(f"true w = {np.round(truth['w'], 2)}, b = {truth['b']}, sigma = {truth['sigma']:.3f}")
     samples = mcmc.get_samples()
+    w, b, x = relabel_draws(
+        truth["w"],
+        np.asarray(samples["w"], np.float64),
+        np.asarray(samples["b"], np.float64),
+        np.asarray(samples["x"]),
+    )
+    print("posterior, each draw relabelled to the mirror mode closest to the truth:")
     numpyro.diagnostics.print_summary(
-        {k: samples[k] for k in ("w", "b", "sigma")}, group_by_chain=False
+        {"w": w, "b": b, "sigma": np.asarray(samples["sigma"])}, group_by_chain=False
     )
+    # the mean signal w . x_l + b is the same in every mirror mode: no relabelling needed
+    signal = np.einsum("slk,sk->sl", np.asarray(samples["x"]), np.asarray(samples["w"]))
+    signal = (signal + np.asarray(samples["b"])[:, None])[None]
+    signal_r_hat = float(np.max(numpyro.diagnostics.split_gelman_rubin(signal)))
+    signal_n_eff = float(np.min(numpyro.diagnostics.effective_sample_size(signal)))
     extra = mcmc.get_extra_fields()
-    marginals = matched_marginals(
-        truth["w"], np.asarray(samples["w"]), np.asarray(samples["x"]).mean(0)
-    )
+    marginals = x.mean(0)
     wrong = float(np.mean((marginals > 0.5) != truth["x"]))
     summary = {
         "accept_prob": float(np.mean(extra["accept_prob"])),
@@ -202,7 +235,9 @@ def main(argv=None):
         "mean_changed": float(np.mean(extra["num_changed"])),
         "mean_nuts_steps": float(np.mean(extra["hmc_state.num_steps"])),
         "wrong_state_fraction": wrong,
-        "w_mean": np.asarray(samples["w"]).mean(0).tolist(),
+        "w_mean": w.mean(0).tolist(),
+        "signal_max_r_hat": signal_r_hat,
+        "signal_min_n_eff": signal_n_eff,
         "num_draws": int(samples["x"].shape[0]),
         "warmup_time": warmup_time,
         "sample_time": sample_time,
@@ -212,6 +247,10 @@ def main(argv=None):
     print(f"  coordinates of x changed / step   {summary['mean_changed']:.2f}")
     print(f"  NUTS leapfrog steps / step        {summary['mean_nuts_steps']:.1f}")
     print(f"  states on the wrong side of 1/2   {wrong:.3%}")
+    print(
+        f"  mean signal w . x_l + b           max r_hat {signal_r_hat:.3f}, "
+        f"min n_eff {signal_n_eff:.0f} over the {args.L} steps"
+    )
     print(
         f"  wall time                         warmup {warmup_time:.1f} s (incl. compilation), "
         f"sampling {sample_time:.1f} s"

@@ -4,6 +4,8 @@ import importlib.util
 import math
 from pathlib import Path
 
+import numpy as np
+
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
@@ -59,3 +61,23 @@ def test_fhmm_example(tmp_path):
     assert 0.0 <= summary["wrong_state_fraction"] <= 1.0
     for key in ("mean_changed", "mean_nuts_steps", "warmup_time", "sample_time"):
         assert math.isfinite(summary[key])
+    assert summary["signal_max_r_hat"] > 0 and summary["signal_min_n_eff"] > 0
+
+
+def test_fhmm_relabelling_undoes_permutations_and_flips():
+    """A draw that is the truth with its chains permuted and one chain flipped
+    (``x -> 1 - x``, ``w -> -w``, ``b -> b + w``) is mapped back to the truth."""
+    fhmm = _load("fhmm")
+    rng = np.random.default_rng(0)
+    w_true, b_true = np.array([0.7, 1.4, 2.8]), 0.3
+    x_true = rng.integers(0, 2, (6, 3))
+    perm = np.array([2, 0, 1])
+    w, x = w_true[perm].copy(), x_true[:, perm].copy()
+    b = b_true + w[1]
+    w[1], x[:, 1] = -w[1], 1 - x[:, 1]
+    # the relabelled-away draw emits the same signal as the truth
+    np.testing.assert_allclose(x @ w + b, x_true @ w_true + b_true)
+    w_back, b_back, x_back = fhmm.relabel_draws(w_true, w[None], np.array([b]), x[None])
+    np.testing.assert_allclose(w_back[0], w_true)
+    np.testing.assert_allclose(b_back[0], b_true)
+    np.testing.assert_array_equal(x_back[0], x_true)
