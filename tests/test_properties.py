@@ -1,9 +1,10 @@
 """Property-based exact tests: random small discrete models (random pairwise couplings,
 fields and non-affine terms over random mixes of binary, categorical and ordinal sites of
 random shapes), given to the numpyro kernels as a ``potential_fn`` with ``supports``. The
-transition matrix each kernel's step implements, enumerated over every state and every
-ordered path with the kernel's own resolved local ratios and neighbourhood, is in detailed
-balance with the target to round-off (float64)."""
+transition matrix each kernel's step implements (LBP-R, ALBP's frozen mixture, ACS at each
+schedule position), enumerated over every state and every move with the kernel's own
+resolved local ratios and neighbourhood, is in detailed balance with the target to
+round-off (float64)."""
 
 import itertools
 import math
@@ -18,9 +19,10 @@ import jax
 from jax import lax, random
 import jax.numpy as jnp
 
-from numpyro_discrete import ALBP, LBP, SiteSupport
+from numpyro_discrete import ACS, ALBP, LBP, SiteSupport
+from numpyro_discrete.core import cyclical
 
-from exact import assert_reversible, path_transition_matrix
+from exact import assert_reversible, path_transition_matrix, state_lookup
 
 SHAPES = [(), (1,), (2,), (2, 1)]
 # the enumeration stays small: at most this many states, and ordered paths (with their
@@ -261,3 +263,81 @@ def test_albp_frozen_kernel_detailed_balance(model, weights, target_accept_prob)
         if frac > 0:
             matrix += frac * lbp_matrix(local_fn, neighbourhood, states, low + 1, "sqrt")
         assert_reversible(matrix, pi)
+
+
+def acs_matrix(kernel, local_fn, states, step_size, balancing):
+    """The exact transition matrix of the ACS coordinate-wise step at one ``(alpha, beta)``:
+    from every state, every vector of per-coordinate choices (stay, or one candidate)."""
+    neighbourhood = kernel._neighbourhood
+    squared_distance = cyclical.squared_distance_fn(kernel._layout.coordinate_supports()[0])
+    num_states, num_coords = states.shape
+    num_choices = neighbourhood.candidates(jnp.asarray(states[0])).shape[1] + 1
+    all_choices = jnp.asarray(
+        np.array(list(itertools.product(range(num_choices), repeat=num_coords)), np.int32)
+    )
+
+    def log_probs(x, log_ratios):
+        candidates = neighbourhood.candidates(x)
+        log_q = cyclical.proposal_log_probs(
+            log_ratios, squared_distance(x, candidates), step_size, balancing
+        )
+        return candidates, log_q
+
+    def move(x, choices):
+        log_p_x, d_x = local_fn(x)
+        candidates_x, log_q_x = log_probs(x, d_x)
+        y = cyclical.apply_choices(x, choices, candidates_x)
+        log_p_y, d_y = local_fn(y)
+        candidates_y, log_q_y = log_probs(y, d_y)
+        back = cyclical.reverse_choices(x, y, candidates_y)
+        log_q_forward = cyclical.proposal_log_prob(log_q_x, choices)
+        log_q_reverse = cyclical.proposal_log_prob(log_q_y, back)
+        log_accept = jnp.minimum(log_p_y - log_p_x + log_q_reverse - log_q_forward, 0.0)
+        restored = cyclical.apply_choices(y, back, candidates_y)
+        return y, log_q_forward, log_accept, jnp.all(restored == x)
+
+    ys, log_q, log_a, restores = jax.jit(
+        jax.vmap(lambda x: jax.vmap(lambda c: move(x, c))(all_choices))
+    )(jnp.asarray(states))
+    log_q, log_a = np.asarray(log_q, np.float64), np.asarray(log_a, np.float64)
+    proposable = np.isfinite(log_q)
+    assert np.all(np.asarray(restores)[proposable])
+    np.testing.assert_allclose(np.where(proposable, np.exp(log_q), 0.0).sum(1), 1.0, atol=1e-12)
+    matrix = np.zeros((num_states, num_states))
+    rows = np.repeat(np.arange(num_states), len(all_choices)).reshape(proposable.shape)
+    cols = state_lookup(states)(np.asarray(ys)[proposable])
+    np.add.at(matrix, (rows[proposable], cols), np.exp(log_q + log_a)[proposable])
+    matrix[np.arange(num_states), np.arange(num_states)] += 1.0 - matrix.sum(1)
+    return matrix
+
+
+@settings(max_examples=3, deadline=None, derandomize=True)
+@given(
+    model=models(),
+    weights=st.sampled_from(["gradient", "exact", "auto"]),
+    cycle_length=st.integers(2, 4),
+    alpha=st.tuples(st.floats(0.05, 0.5), st.floats(0.5, 5.0)),
+    betas=st.lists(st.floats(0.5, 0.95), min_size=4, max_size=4),
+)
+def test_acs_detailed_balance_at_every_schedule_position(
+    model, weights, cycle_length, alpha, betas
+):
+    """Every step of an ACS cycle, at its position's step size (the cosine schedule between
+    alpha_max and alpha_min) and balancing parameter (a non-increasing schedule), is in
+    detailed balance."""
+    alpha_min, alpha_max = alpha
+    balancing = np.sort(betas)[::-1][:cycle_length]
+    step_sizes = cyclical.cosine_schedule(alpha_max, alpha_min, cycle_length)
+    with jax.enable_x64(True):
+        kernel, _, local_fn, _, states, pi = initialised(
+            ACS,
+            model,
+            weights,
+            num_warmup=1000,
+            cycle_length=cycle_length,
+            alpha_max=alpha_max,
+            alpha_min=alpha_min,
+        )
+        for k in range(cycle_length):
+            matrix = acs_matrix(kernel, local_fn, states, step_sizes[k], balancing[k])
+            assert_reversible(matrix, pi)
