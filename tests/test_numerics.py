@@ -1,6 +1,7 @@
 """Numerical edge cases: extreme local ratios, undefined potentials and gradients, flat
 targets, path lengths beyond the number of coordinates, one-coordinate and zero-size sites,
-float32 and float64."""
+float32 and float64. The tests that run a full MCMC beyond the first few are marked slow
+(the fast suite's time budget)."""
 
 import contextlib
 
@@ -104,7 +105,10 @@ def undefined_potential(z):
     return jnp.where((x[2] == 1) & (x[3] == 1), jnp.nan, energy)
 
 
-@pytest.mark.parametrize("weights, num_flips", [("gradient", 1), ("exact", 3)])
+@pytest.mark.parametrize(
+    "weights, num_flips",
+    [("gradient", 1), pytest.param("exact", 3, marks=pytest.mark.slow)],
+)
 def test_undefined_proposals_are_rejected_and_never_enter_the_state(weights, num_flips):
     """Proposals where the potential is NaN or +inf are rejected; NaN gradient entries
     give zero weight; no NaN reaches the samples, potential, local ratios or acceptance,
@@ -125,7 +129,7 @@ def test_undefined_proposals_are_rejected_and_never_enter_the_state(weights, num
     assert len({tuple(row) for row in x}) >= 5
 
 
-@pytest.mark.parametrize("kernel_cls", [LBP, ALBP])
+@pytest.mark.parametrize("kernel_cls", [LBP, pytest.param(ALBP, marks=pytest.mark.slow)])
 def test_flat_target_accepts_every_path(kernel_cls):
     """A constant potential: every weight equal (top-k over tied keys), every path is
     its own reverse's mirror, acceptance exactly 1 and every step moves R coordinates."""
@@ -147,6 +151,7 @@ def three_bits():
     numpyro.sample("x", dist.Bernoulli(0.5).expand([3]))
 
 
+@pytest.mark.slow
 def test_albp_scale_is_clipped_to_the_number_of_coordinates():
     """`max_num_flips` and `init_num_flips` above N are clipped to N (LBP's fixed
     `num_flips > N` is an error instead, see docs/errors.md): on a flat target the
@@ -170,6 +175,7 @@ def one_poisson():
     numpyro.sample("n", dist.Poisson(1.5))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "model, site, mean",
     [(one_bernoulli, "b", 0.3), (one_categorical, "c", 1.1), (one_poisson, "n", 1.5)],
@@ -203,6 +209,7 @@ def two_bits():
     numpyro.sample("x", dist.Bernoulli(jnp.array([0.2, 0.8])))
 
 
+@pytest.mark.slow
 @pytest.mark.xfail(
     strict=True,
     reason="known bug, not fixed here: ALBP can freeze R_t at an even integer (here its "
@@ -220,6 +227,7 @@ def two_categoricals():
     numpyro.sample("c", dist.Categorical(jnp.array([0.6, 0.3, 0.1])).expand([2]))
 
 
+@pytest.mark.slow
 def test_categorical_only_model_with_a_wide_ordinal_window():
     """`ordinal_window` is irrelevant without ordinal sites; a window wider than the
     categorical candidate table used to crash while building the neighbourhood."""
@@ -228,6 +236,7 @@ def test_categorical_only_model_with_a_wide_ordinal_window():
     assert set(np.unique(mcmc.get_samples()["c"])) == {0, 1, 2}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("x64", [False, True], ids=["float32", "float64"])
 def test_state_dtypes_follow_the_precision(x64):
     """Floats in the state follow JAX's precision; samples keep the model's integer

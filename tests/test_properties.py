@@ -206,7 +206,7 @@ def lbp_cases(draw):
     return model, draw(st.integers(1, model.max_path_length))
 
 
-@settings(max_examples=10, deadline=None, derandomize=True)
+@settings(max_examples=4, deadline=None, derandomize=True)
 @given(
     case=lbp_cases(),
     weights=st.sampled_from(["gradient", "exact", "auto"]),
@@ -227,7 +227,7 @@ def test_lbp_detailed_balance(case, weights, balancing):
             assert np.all(np.linalg.matrix_power(reach, len(matrix)) > 0)
 
 
-@settings(max_examples=4, deadline=None, derandomize=True)
+@settings(max_examples=2, deadline=None, derandomize=True)
 @given(
     model=models(),
     weights=st.sampled_from(["gradient", "exact", "auto"]),
@@ -311,7 +311,7 @@ def acs_matrix(kernel, local_fn, states, step_size, balancing):
     return matrix
 
 
-@settings(max_examples=3, deadline=None, derandomize=True)
+@settings(max_examples=2, deadline=None, derandomize=True)
 @given(
     model=models(),
     weights=st.sampled_from(["gradient", "exact", "auto"]),
