@@ -178,7 +178,11 @@ class Row:
 
 
 def _is_oom(error: BaseException) -> bool:
-    return isinstance(error, MemoryError) or "RESOURCE_EXHAUSTED" in str(error)
+    # XLA's CPU client reports a failed allocation as INTERNAL "Out of memory allocating"
+    message = str(error)
+    return isinstance(error, MemoryError) or any(
+        text in message for text in ("RESOURCE_EXHAUSTED", "Out of memory")
+    )
 
 
 def step_cost(kernel: MCMCKernel, rng_key: jax.Array, model_args: tuple, steps: int = 3) -> float:
