@@ -28,8 +28,21 @@ def test_frozen_value_is_the_mean_of_the_second_half():
     num_warmup, scale, mean = 10, jnp.float32(1.0), jnp.float32(1.0)
     history = []
     for i in range(num_warmup):
-        scale, mean = adapt_scale(i, scale, mean, 1.0, num_warmup, 0.5, 100)
+        scale, mean = adapt_scale(i, scale, mean, 0.9, num_warmup, 0.5, 100)
         history.append(float(scale))
-    # R_t = 1.5, 2, ..., 5.5 during warmup, then the mean of steps 5..9 (R = 4, ..., 6)
-    np.testing.assert_allclose(history[:-1], 1.0 + 0.5 * np.arange(1, 10), rtol=1e-6)
-    np.testing.assert_allclose(history[-1], np.mean(1.0 + 0.5 * np.arange(6, 11)), rtol=1e-6)
+    # R_t = 1.4, 1.8, ..., 4.6 during warmup, then the mean of steps 5..9 (R = 3.4, ..., 5)
+    np.testing.assert_allclose(history[:-1], 1.0 + 0.4 * np.arange(1, 10), rtol=1e-6)
+    np.testing.assert_allclose(history[-1], np.mean(1.0 + 0.4 * np.arange(6, 11)), rtol=1e-6)
+
+
+def test_frozen_scale_is_never_an_integer_above_one():
+    """At the bound ``R_max = 4`` through the second half of warmup the frozen scale is 3.5
+    (an even integer path length would keep the parity of binary states); 1 stays 1."""
+    num_warmup = 10
+    for start, accept, frozen in ((4.0, 1.0, 3.5), (1.0, 0.0, 1.0)):
+        scale = mean = jnp.asarray(start)
+        for i in range(num_warmup):
+            scale, mean = adapt_scale(
+                jnp.asarray(i), scale, mean, jnp.asarray(accept), num_warmup, 0.574, 4
+            )
+        assert float(scale) == frozen

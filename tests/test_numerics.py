@@ -209,18 +209,14 @@ def two_bits():
     numpyro.sample("x", dist.Bernoulli(jnp.array([0.2, 0.8])))
 
 
-@pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="known bug, not fixed here: ALBP can freeze R_t at an even integer (here its "
-    "bound N = 2); on binary sites every step then flips exactly R coordinates, sum(x) mod 2 "
-    "never changes and the chain is stuck in half of the space, silently",
-)
 def test_albp_frozen_at_an_even_bound_stays_ergodic():
-    mcmc = _mcmc(ALBP(two_bits), num_warmup=100, num_samples=1000)
+    """On two bits ``R_t`` reaches its bound ``N = 2`` during warmup; a frozen ``R = 2`` would
+    never change the parity of ``sum(x)``. The frozen scale is 1.5 instead, and the chain
+    matches the target."""
+    mcmc = _mcmc(ALBP(two_bits), num_warmup=100, num_samples=2000)
     mcmc.run(random.key(8), extra_fields=("num_flips",))
-    assert float(mcmc.get_extra_fields()["num_flips"][0]) == 2.0
-    np.testing.assert_allclose(mcmc.get_samples()["x"].mean(0), [0.2, 0.8], atol=0.06)
+    assert float(mcmc.get_extra_fields()["num_flips"][0]) == 1.5
+    np.testing.assert_allclose(mcmc.get_samples()["x"].mean(0), [0.2, 0.8], atol=0.05)
 
 
 def two_categoricals():

@@ -9,6 +9,12 @@ acceptance is the target (by several percent of ``R`` on a 1000-coordinate targe
 than freezing whichever ``R_t`` the last warmup step happens to reach, the frozen value is the
 average of ``R_t`` over the second half of warmup (Polyak-Ruppert averaging, as dual
 averaging does for HMC's step size); the recursion itself is Alg. 2's.
+
+A frozen scale above 1 is never an integer: an integer ``R`` would make every step move
+exactly ``R`` coordinates, and on binary sites (or ordinal ones moved by +-1) an even ``R``
+never changes the parity of ``sum(x)``, leaving the chain in half of the space. That happens
+when ``R_t`` sits at its bound ``R_max`` through the second half of warmup; the frozen value
+is then moved down by 1/2, so the rounding draws two consecutive path lengths.
 """
 
 import jax
@@ -59,5 +65,11 @@ def adapt_scale(
     start = num_warmup // 2
     count = jnp.maximum(i - start + 1, 1)
     mean_scale = jnp.where(i >= start, mean_scale + (new_scale - mean_scale) / count, new_scale)
-    new_scale = jnp.where(i == num_warmup - 1, mean_scale, new_scale)
+    new_scale = jnp.where(i == num_warmup - 1, _non_integer(mean_scale), new_scale)
     return new_scale, mean_scale
+
+
+def _non_integer(scale: jax.Array) -> jax.Array:
+    """`scale`, moved down by 1/2 where it is an integer above 1 (see the module notes)."""
+    is_integer = (scale > 1.0) & (scale == jnp.floor(scale))
+    return jnp.where(is_integer, scale - 0.5, scale)
