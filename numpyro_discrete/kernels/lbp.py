@@ -401,7 +401,10 @@ class LBP(MCMCKernel):
     ) -> LBPState:
         key_values, key_chain = random.split(rng_key)
         position = self._initial_values(key_values, init_params, model_args, model_kwargs)
-        core = path.init(position, self._local_fn(model_args, model_kwargs))
+        local_fn = self._local_fn(model_args, model_kwargs)
+        # one compiled program: run eagerly, the model's log density and its gradient (or
+        # the vmapped exact ratios) would compile hundreds of small ops one by one
+        core = jax.jit(lambda x: path.init(x, local_fn))(position)
         float_dtype = jnp.result_type(float)
         return LBPState(
             i=jnp.array(0),
