@@ -4,6 +4,7 @@ import importlib.util
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -50,26 +51,21 @@ def test_multimodal_example(tmp_path):
 
 @pytest.mark.slow
 def test_rbm_example(tmp_path):
+    pytest.importorskip("sklearn")
     rbm = _load("rbm")
-    summary = rbm.main(
-        [
-            "--visible", "6",
-            "--hidden", "3",
-            "--cycle-length", "4",
-            "--num-warmup", "300",
-            "--num-samples", "50",
-            "--num-chains", "2",
-            "--gibbs-chains", "200",
-            "--gibbs-steps", "20",
-            "--out", str(tmp_path),
-            "--no-progress-bar",
-        ]
-    )  # fmt: skip
+    summary = rbm.main(["--quick", "--out", str(tmp_path)])
     figure = tmp_path / "rbm.png"
     assert summary["figure"] == str(figure)
     assert figure.is_file() and figure.stat().st_size > 0
-    assert set(summary["metrics"]) == {"ACS", "DMALA", "ALBP"}
-    for values in summary["metrics"].values():
-        assert 0.0 <= values["accept_prob"] <= 1.0
-        assert 0.0 <= values["mean_changed"] <= 6.0
-        assert 0.0 <= values["rmse_mean"] <= 1.0 and 0.0 <= values["rmse_second"] <= 1.0
+    assert 0.0 < summary["floor"] < 2.0
+    metrics = summary["metrics"]
+    assert set(metrics) == {"ACS", "ALBP", "LBP-1", "DiscreteGibbs"}
+    for values in metrics.values():
+        assert values["steps"] == [0, 20, 40, 60, 80]
+        assert values["seconds"][0] == 0.0 and np.all(np.diff(values["seconds"]) > 0)
+        # the kernel exp(-hamming / V) lies in (0, 1]: the MMD is at most sqrt(2)
+        assert all(0.0 <= m <= math.sqrt(2.0) for m in values["mmd"])
+        # every chain starts in the same mode, so every sampler starts at the same MMD
+        assert values["mmd"][0] == metrics["ACS"]["mmd"][0]
+        assert 0.0 <= values["changed_per_step"] <= 64.0
+        assert values["compile_s"] > 0.0 and values["ms_per_step"] > 0.0
