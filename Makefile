@@ -26,7 +26,7 @@ demo: venv
 	$(BIN)/python examples/fhmm.py --out outputs
 
 test: venv
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=25
 
 test-slow: venv
 	$(BIN)/python -m pytest -q -m slow
