@@ -266,7 +266,9 @@ def test_refresh_matches_fresh_init(kernel_cls, weights):
     assert not np.allclose(state.potential_energy, fresh.potential_energy)
     assert not np.allclose(state.log_ratios, fresh.log_ratios)
     np.testing.assert_allclose(refreshed.potential_energy, fresh.potential_energy, rtol=1e-6)
-    np.testing.assert_allclose(refreshed.log_ratios, fresh.log_ratios, rtol=1e-5, atol=1e-5)
+    # exact ratios are differences of two float32 log densities of size ~10^2 (one ulp there
+    # is ~1e-5), and `init` evaluates them in one compiled program, `refresh` op by op
+    np.testing.assert_allclose(refreshed.log_ratios, fresh.log_ratios, rtol=1e-5, atol=1e-4)
     # everything else is kept
     assert refreshed.i == state.i and refreshed.num_flips == state.num_flips
 
