@@ -1,6 +1,7 @@
 """Smoke tests: each benchmark's ``--quick`` run ends and writes a JSON report with a row of
 finite numbers for every sampler. The runs are separate processes, as a user starts them:
-the benchmarks switch on JAX's persistent compilation cache, a process-wide setting."""
+the benchmarks switch on JAX's persistent compilation cache, a process-wide setting. They
+take minutes (each compiles every sampler), so all but the budget check are slow-marked."""
 
 import importlib
 import json
@@ -8,6 +9,8 @@ import math
 from pathlib import Path
 import subprocess
 import sys
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -37,6 +40,7 @@ def _run_quick(module, out_dir):
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
 
 
+@pytest.mark.slow
 def test_bench_binary_quick(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(ROOT))
     bench = importlib.import_module("benchmarks.bench_binary")
@@ -72,6 +76,7 @@ def test_bench_binary_quick(tmp_path, monkeypatch):
     assert all(_is_finite_number(item["ratio"]) for item in ratios)
 
 
+@pytest.mark.slow
 def test_bench_fhmm_quick(tmp_path, monkeypatch):
     """``benchmarks/bench_fhmm.py --quick`` runs every sampler and reports finite ESS/s."""
     monkeypatch.syspath_prepend(str(ROOT))
@@ -111,6 +116,7 @@ def test_bench_fhmm_budget_and_memory(monkeypatch):
     assert row.status == "out of memory"
 
 
+@pytest.mark.slow
 def test_bench_fhmm_stops_sampling_at_budget(monkeypatch):
     """A sampler whose pilot fits the budget but whose chunks do not stops after two
     chunks and reports the metrics of the draws it made."""
@@ -131,6 +137,7 @@ def test_bench_fhmm_stops_sampling_at_budget(monkeypatch):
     assert row.num_samples == 20 and row.ess_w_min > 0 and row.sampling_s > 0
 
 
+@pytest.mark.slow
 def test_bench_supports_quick(tmp_path):
     """``benchmarks/bench_supports.py --quick``: every sampler on the Potts and Poisson
     targets, ALBP's auto weights exact on the Potts colours and gradient on the counts."""
