@@ -328,11 +328,7 @@ class ACS(LBP):
             tuning = jax.tree.map(lambda a, b: jnp.where(is_tuning, a, b), tuned, tuning)
             new_core = jax.tree.map(lambda a, b: jnp.where(is_tuning, a, b), tuned_core, new_core)
         itr = state.i + 1
-        # restart the running mean after warmup
-        n = jnp.where(state.i < self._num_warmup, itr, itr - self._num_warmup)
-        mean_accept_prob = (
-            state.mean_accept_prob + (info.acceptance_rate - state.mean_accept_prob) / n
-        )
+        mean_accept_prob = self._mean_accept_prob(state, info.acceptance_rate)
         return ACSState(
             i=itr,
             z=self._layout.unflatten(new_core.position),

@@ -508,11 +508,7 @@ class LBP(MCMCKernel):
         )
         num_flips, mean_num_flips = self._adapt_scale(state, info.acceptance_rate)
         itr = state.i + 1
-        # restart the running mean after warmup
-        n = jnp.where(state.i < self._num_warmup, itr, itr - self._num_warmup)
-        mean_accept_prob = (
-            state.mean_accept_prob + (info.acceptance_rate - state.mean_accept_prob) / n
-        )
+        mean_accept_prob = self._mean_accept_prob(state, info.acceptance_rate)
         return LBPState(
             i=itr,
             z=self._layout.unflatten(core.position),
@@ -525,6 +521,12 @@ class LBP(MCMCKernel):
             num_changed=info.num_changed,
             rng_key=key_next,
         )
+
+    def _mean_accept_prob(self, state: Any, accept_prob: jax.Array) -> jax.Array:
+        """Running mean of the acceptance, restarted when warmup ends."""
+        itr = state.i + 1
+        n = jnp.where(state.i < self._num_warmup, itr, itr - self._num_warmup)
+        return state.mean_accept_prob + (accept_prob - state.mean_accept_prob) / n
 
     def sample(
         self,
