@@ -1,4 +1,4 @@
-"""The RBM PCD reproduction (``benchmarks/paper_rbm_pcd.py``): its exact log partition
+"""The RBM PCD reproduction (``benchmarks/paper/rbm_pcd.py``): its exact log partition
 function against enumeration of the visible states, its threshold rule, and a ``--quick``
 run in its own process (slow-marked, as the other benchmark smoke tests)."""
 
@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture
 def bench(monkeypatch):
     monkeypatch.syspath_prepend(str(ROOT))
-    return importlib.import_module("benchmarks.paper_rbm_pcd")
+    return importlib.import_module("benchmarks.paper.rbm_pcd")
 
 
 @pytest.mark.parametrize("num_visible, num_hidden, block_bits", [(6, 3, 12), (7, 5, 2)])
@@ -65,12 +65,12 @@ def test_batch_order_covers_each_epoch_once(bench):
 
 @pytest.mark.slow
 def test_paper_rbm_pcd_quick(tmp_path):
-    """``python -m benchmarks.paper_rbm_pcd --quick`` trains every sampler at every ``k``
+    """``python -m benchmarks.paper.rbm_pcd --quick`` trains every sampler at every ``k``
     and writes the report with finite log-likelihoods."""
     command = [
         sys.executable,
         "-m",
-        "benchmarks.paper_rbm_pcd",
+        "benchmarks.paper.rbm_pcd",
         "--quick",
         "--out-dir",
         str(tmp_path),

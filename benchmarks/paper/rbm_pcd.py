@@ -58,9 +58,9 @@ plus a path of ``R`` coordinates.
 
 Usage (from the repository root)::
 
-    python -m benchmarks.paper_rbm_pcd            # reduced setting, about 3 min on 2 cores
-    python -m benchmarks.paper_rbm_pcd --full     # more iterations, a wider grid, 2 seeds
-    python -m benchmarks.paper_rbm_pcd --quick    # smoke test, tiny sizes
+    python -m benchmarks.paper.rbm_pcd            # reduced setting, about 3 min on 2 cores
+    python -m benchmarks.paper.rbm_pcd --full     # more iterations, a wider grid, 2 seeds
+    python -m benchmarks.paper.rbm_pcd --quick    # smoke test, tiny sizes
 
 Outputs in ``--out-dir`` (default ``docs/benchmarks/paper``): ``rbm_pcd.json`` (every
 curve and number, with versions and machine), ``rbm_pcd.md`` (the tables, also printed)
@@ -102,7 +102,7 @@ from benchmarks.bench_binary import _json_ready, environment
 
 matplotlib.use("Agg")
 
-DEFAULT_OUT_DIR = Path(__file__).resolve().parents[1] / "docs" / "benchmarks" / "paper"
+DEFAULT_OUT_DIR = Path(__file__).resolve().parents[2] / "docs" / "benchmarks" / "paper"
 TARGET_ACCEPT_PROB = 0.574  # Sec. 4: the optimal acceptance rate of LBP
 GIBBS = "Gibbs"
 # Table 2 of the paper: minimum MH steps per PCD iteration, deep EBMs on four datasets,
@@ -789,6 +789,15 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     (args.out_dir / "rbm_pcd.json").write_text(json.dumps(_json_ready(report), indent=1))
     print(f"total {total_s:.0f} s; wrote {args.out_dir}/rbm_pcd.{{json,md,png}}")
     return report
+
+
+def run(preset: Any, out_dir: Path, cache: Any = None) -> dict[str, Any]:
+    """Entry point in the form of the suite's experiments (:mod:`benchmarks.paper`): the
+    setting named by ``preset.name`` (``"quick"``, ``"reduced"`` or ``"full"``) into
+    `out_dir`; the suite's shared cache of compiled samplers does not apply here."""
+    del cache
+    setting = {"quick": ["--quick"], "full": ["--full"]}.get(preset.name, [])
+    return main([*setting, "--out-dir", str(out_dir)])
 
 
 def _compile(
