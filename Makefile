@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed-dev
 DOCS_STAMP := $(VENV)/.installed-docs
 BENCH_ARGS ?=
 
-.PHONY: venv demo test test-slow lint docs bench bench-fhmm
+.PHONY: venv demo test test-slow lint docs bench bench-fhmm bench-rbm
 
 venv: $(STAMP)
 
@@ -47,3 +47,7 @@ bench: venv
 
 bench-fhmm: venv
 	$(BIN)/python -m benchmarks.bench_fhmm $(BENCH_ARGS)
+
+# PCD training of a digits RBM: MH steps per iteration LBP-1 and ALBP need (paper Table 2)
+bench-rbm: venv
+	$(BIN)/python -m benchmarks.paper.rbm_pcd $(BENCH_ARGS)

@@ -62,7 +62,8 @@ Usage (from the repository root)::
     python -m benchmarks.paper.rbm_pcd --full     # more iterations, a wider grid, 2 seeds
     python -m benchmarks.paper.rbm_pcd --quick    # smoke test, tiny sizes
 
-Outputs in ``--out-dir`` (default ``docs/benchmarks/paper``): ``rbm_pcd.json`` (every
+Outputs in ``--out-dir`` (default ``docs/benchmarks/paper``, and its ``full/`` or ``quick/``
+folder for those settings, as in the rest of the suite): ``rbm_pcd.json`` (every
 curve and number, with versions and machine), ``rbm_pcd.md`` (the tables, also printed)
 and ``rbm_pcd.png`` (log-likelihood against iteration per ``k`` and sampler, and the ``k``
 each sampler needs).
@@ -714,8 +715,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description="MH steps per PCD iteration that LBP-1 and ALBP need to train an RBM"
     )
-    parser.add_argument("--full", action="store_true", help="the larger setting")
-    parser.add_argument("--quick", action="store_true", help="tiny sizes (a smoke run)")
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--full", action="store_true", help="the larger setting")
+    size.add_argument("--quick", action="store_true", help="tiny sizes (a smoke run)")
     parser.add_argument("--hidden", type=int, help="hidden units (log Z enumerates 2^H)")
     parser.add_argument("--num-iterations", type=int, help="PCD iterations per run")
     parser.add_argument("--eval-every", type=int, help="iterations between evaluations")
@@ -733,9 +735,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--final-window", type=int, default=5, help="evaluations averaged")
     parser.add_argument("--threshold-fraction", type=float, default=0.9)
     parser.add_argument("--data-seed", type=int, default=0, help="train/test split")
-    parser.add_argument("--out-dir", type=Path, default=DEFAULT_OUT_DIR)
+    parser.add_argument(
+        "--out-dir", type=Path, help="default docs/benchmarks/paper (full/, quick/ for those)"
+    )
     args = parser.parse_args(argv)
     setting = QUICK if args.quick else FULL if args.full else REDUCED
+    if args.out_dir is None:
+        subfolder = "quick" if args.quick else "full" if args.full else ""
+        args.out_dir = DEFAULT_OUT_DIR / subfolder
     for name, value in setting.items():
         if getattr(args, name) is None:
             setattr(args, name, value)
