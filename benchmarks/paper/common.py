@@ -1,0 +1,565 @@
+"""Shared machinery of the paper-reproduction suite: samplers as pure cores, compiled runs,
+size presets, targets and report files.
+
+Two sampler families run on a flat binary target (:class:`~benchmarks.targets.BinaryTarget`):
+
+- **LBP**: :func:`numpyro_discrete.core.path.build_kernel` with gradient local ratios
+  (exact on Bernoulli and Ising targets, first-order on FHMM and RBM) and the ``barker``
+  balancing ``g(t) = t / (1 + t)`` of the paper's Table 1;
+- **RWM**: :mod:`benchmarks.paper.rwm`.
+
+Both take a real scale ``R_t``: each step uses its probabilistic rounding
+(:func:`~numpyro_discrete.core.adaptation.round_path_length`, Alg. 2 line 5), and during
+warmup ``R_t`` may follow the Robbins-Monro recursion towards a target acceptance
+(:func:`~numpyro_discrete.core.adaptation.adapt_scale`, Alg. 2 lines 17-19; ALBP with
+0.574, ARWM with 0.234, any other target for the sweeps). The top-k of every step has one
+of two static sizes, 1 or ``max_scale`` (chosen per step by ``lax.switch``), and ``R_t`` is
+clipped to ``max_scale``: one compiled program per family and target serves every scale
+and every target acceptance, and the experiments of a run share it (:class:`Cache`).
+Compilation dominates the reduced run, so chains run one at a time through these
+single-chain programs rather than through one program per batch shape.
+
+Expected jump distance (EJD) in sweeps is Rao-Blackwellised: a step proposes ``R``
+distinct flips and moves them all with probability ``min(1, A)``, so
+``E[d(x_t, x_{t+1})] = E[R min(1, A)]``, which is averaged instead of the Hamming distance
+of the accepted moves (same mean, less variance).
+"""
+
+from collections.abc import Callable, Sequence
+import dataclasses
+from dataclasses import dataclass, field
+import datetime
+import functools
+import json
+import math
+import os
+from pathlib import Path
+import platform
+import time
+from typing import Any
+
+import numpy as np
+
+import jax
+from jax import lax, random
+import jax.numpy as jnp
+
+from numpyro_discrete.core import adaptation, path
+from numpyro_discrete.core.balancing import get_balancing
+from numpyro_discrete.core.local_ratios import binary_neighbourhood, gradient_local_fn
+
+from benchmarks.paper import rwm
+from benchmarks.targets import (
+    BinaryTarget,
+    bernoulli_binary,
+    fhmm_binary,
+    ising_binary,
+    rbm_binary,
+)
+
+__all__ = [
+    "FAMILIES",
+    "OPTIMAL_ACCEPT",
+    "PRESETS",
+    "Cache",
+    "Family",
+    "Preset",
+    "Runner",
+    "Sweep",
+    "SweepPoint",
+    "compile_timed",
+    "make_family",
+    "make_target",
+    "run_sweep",
+    "chain_program",
+    "sample_program",
+    "write_json",
+]
+
+FAMILIES = ("LBP", "RWM")
+#: Asymptotically optimal acceptance rates (Corollaries 3.2 and 3.9).
+OPTIMAL_ACCEPT = {"LBP": 0.574, "RWM": 0.234}
+TARGET_KINDS = ("bernoulli", "ising", "fhmm", "rbm")
+BALANCING = "barker"
+FHMM_CHAINS = 5
+DOCS_DIR = Path(__file__).resolve().parents[2] / "docs" / "benchmarks" / "paper"
+
+
+@dataclass(frozen=True)
+class Preset:
+    """
+    Sizes and chain lengths of one run of the suite.
+
+    - **name** - ``"quick"``, ``"reduced"`` or ``"full"``.
+    - **sizes** - per target kind, the sizes of the scaling experiment (Bernoulli ``N``,
+      Ising ``p``, FHMM ``L`` with ``K = 5``); the middle one (the second of two) is the
+      "medium" size of the efficiency curves and of the table. RBM: ``(visible,)``.
+    - **steps** - per target kind, ``(warmup, samples)`` of each chain, one pair per size.
+    - **rbm_hidden** - hidden units of the random RBM.
+    - **lbp_grid / rwm_grid** - target acceptance rates of the efficiency sweeps.
+    - **lbp_near / rwm_near** - the smaller grids, around the optimum, of the scaling
+      sweeps at the sizes other than the medium one.
+    - **chains** - independent chains per sweep point.
+    """
+
+    name: str
+    sizes: dict[str, tuple[int, ...]]
+    steps: dict[str, tuple[tuple[int, int], ...]]
+    rbm_hidden: int
+    lbp_grid: tuple[float, ...]
+    rwm_grid: tuple[float, ...]
+    lbp_near: tuple[float, ...]
+    rwm_near: tuple[float, ...]
+    chains: int
+
+    def medium(self, kind: str) -> int:
+        """The middle size of `kind`."""
+        sizes = self.sizes[kind]
+        return sizes[len(sizes) // 2]
+
+    def steps_for(self, kind: str, size: int) -> tuple[int, int]:
+        """``(warmup, samples)`` at `size`."""
+        return self.steps[kind][self.sizes[kind].index(size)]
+
+    def grid(self, family: str, near: bool = False) -> tuple[float, ...]:
+        """The sweep's target acceptance rates."""
+        if family == "LBP":
+            return self.lbp_near if near else self.lbp_grid
+        return self.rwm_near if near else self.rwm_grid
+
+
+def _paper_grid(optimal: float) -> tuple[float, ...]:
+    """The paper's grid (Appendix D): 0.02 apart down to 0.03, plus the optimal rate."""
+    return tuple(sorted({round(0.95 - 0.02 * k, 3) for k in range(47)} | {optimal}, reverse=True))
+
+
+PRESETS: dict[str, Preset] = {
+    # smoke test: seconds of sampling, minutes of compilation
+    "quick": Preset(
+        name="quick",
+        sizes={"bernoulli": (16, 32), "ising": (4, 6), "fhmm": (4, 8), "rbm": (16,)},
+        steps={k: ((100, 100),) * 2 for k in ("bernoulli", "ising", "fhmm")}
+        | {"rbm": ((100, 100),)},
+        rbm_hidden=8,
+        lbp_grid=(0.8, 0.574, 0.3),
+        rwm_grid=(0.4, 0.234, 0.1),
+        lbp_near=(0.574, 0.4),
+        rwm_near=(0.234, 0.15),
+        chains=1,
+    ),
+    # `make bench`: under 10 minutes on two CPU cores
+    "reduced": Preset(
+        name="reduced",
+        sizes={
+            "bernoulli": (100, 400, 1600),
+            "ising": (10, 20, 40),
+            "fhmm": (40, 160, 640),
+            "rbm": (196,),
+        },
+        steps={k: ((1000, 2000),) * 3 for k in ("bernoulli", "ising", "fhmm")}
+        | {"rbm": ((1000, 2000),)},
+        rbm_hidden=100,
+        lbp_grid=(0.9, 0.8, 0.7, 0.65, 0.6, 0.574, 0.55, 0.5, 0.45, 0.4, 0.3, 0.2, 0.1),
+        rwm_grid=(0.6, 0.5, 0.4, 0.3, 0.25, 0.234, 0.2, 0.15, 0.1, 0.05),
+        lbp_near=(0.7, 0.65, 0.6, 0.574, 0.55, 0.5, 0.45),
+        rwm_near=(0.35, 0.3, 0.25, 0.234, 0.2, 0.15),
+        chains=1,
+    ),
+    # the paper's sizes and chain lengths (Appendix D); hours on two CPU cores
+    "full": Preset(
+        name="full",
+        sizes={
+            "bernoulli": (100, 800, 6400),
+            "ising": (20, 50, 100),
+            "fhmm": (200, 1000, 4000),
+            "rbm": (784,),
+        },
+        steps={
+            k: ((5000, 5000), (20000, 20000), (50000, 50000))
+            for k in ("bernoulli", "ising", "fhmm")
+        }
+        | {"rbm": ((20000, 20000),)},
+        rbm_hidden=400,
+        lbp_grid=_paper_grid(0.574),
+        rwm_grid=_paper_grid(0.234),
+        lbp_near=(0.7, 0.65, 0.6, 0.574, 0.55, 0.5, 0.45),
+        rwm_near=(0.35, 0.3, 0.25, 0.234, 0.2, 0.15),
+        chains=4,
+    ),
+}
+
+
+def make_target(kind: str, size: int, preset: Preset) -> BinaryTarget:
+    """The configuration-C2 target of `kind` at `size` (Appendix D)."""
+    if kind == "bernoulli":
+        return bernoulli_binary(size, "C2")
+    if kind == "ising":
+        return ising_binary(size, "C2")
+    if kind == "fhmm":
+        return fhmm_binary(size, FHMM_CHAINS, "C2")
+    if kind == "rbm":
+        return rbm_binary(size, preset.rbm_hidden)
+    raise ValueError(f"unknown target kind {kind!r}; choose one of {TARGET_KINDS}")
+
+
+# --- samplers -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Family:
+    """
+    A sampler family on one target, as pure functions.
+
+    - **name** - ``"LBP"`` or ``"RWM"``.
+    - **max_scale** - static top-k size; ``R_t`` is clipped to ``[1, max_scale]``.
+    - **init** - ``x -> state``.
+    - **step** - ``(key, state, R) -> (state, min(1, A))`` with an integer path length ``R``.
+    """
+
+    name: str
+    max_scale: int
+    init: Callable[[jax.Array], Any]
+    step: Callable[[jax.Array, Any, jax.Array], tuple[Any, jax.Array]]
+
+
+def default_max_scale(name: str, num_coords: int) -> int:
+    """Room for the largest scales of a sweep: the LBP scale at acceptance 0.05 is about
+    2.3 times the optimal one (eq. 6), itself below ``1.7 N^(2/3)`` on the paper's targets;
+    RWM's optimal scale is ``O(1)``."""
+    bound = math.ceil(4 * num_coords ** (2 / 3)) if name == "LBP" else 128
+    return max(1, min(num_coords, bound))
+
+
+def make_family(name: str, target: BinaryTarget, max_scale: int | None = None) -> Family:
+    """The LBP (gradient ratios, barker balancing) or RWM family on `target`."""
+    k = max_scale or default_max_scale(name, target.num_coords)
+    buckets = (1, k) if k > 1 else (1,)
+    if name == "LBP":
+        local_fn = gradient_local_fn(target.log_density, binary_neighbourhood)
+        kernel = path.build_kernel(get_balancing(BALANCING), binary_neighbourhood, buckets)
+
+        def lbp_step(key: jax.Array, state: Any, length: jax.Array) -> tuple[Any, jax.Array]:
+            state, info = kernel(key, state, local_fn, length)
+            return state, info.acceptance_rate
+
+        return Family(name, k, functools.partial(path.init, local_fn=local_fn), lbp_step)
+    if name == "RWM":
+        kernel = rwm.build_kernel(buckets)
+
+        def rwm_step(key: jax.Array, state: Any, length: jax.Array) -> tuple[Any, jax.Array]:
+            state, info = kernel(key, state, target.log_density, length)
+            return state, info.acceptance_rate
+
+        init = functools.partial(rwm.init, log_density_fn=target.log_density)
+        return Family(name, k, init, rwm_step)
+    raise ValueError(f"unknown family {name!r}; choose one of {FAMILIES}")
+
+
+# --- compiled runs ------------------------------------------------------------------------
+
+
+def chain_program(family: Family) -> Callable[..., tuple[Any, ...]]:
+    """
+    ``(key, x0, scale, target_accept, adapt, num_warmup, num_measure) -> (state, R,
+    warmup acceptance, acceptance, EJD)``.
+
+    Warmup: `num_warmup` steps from `x0`, adapting ``R_t`` towards `target_accept` where
+    `adapt` (ALBP / ARWM, Alg. 2 and 3), otherwise at the fixed `scale` (burn-in); ``R`` is
+    the frozen scale. Measurement: `num_measure` steps at ``R``, mean acceptance and EJD
+    (Rao-Blackwellised, module notes). Both lengths are traced, so one compiled program
+    serves every chain length.
+    """
+
+    def run(
+        key: jax.Array,
+        x0: jax.Array,
+        scale: jax.Array,
+        target_accept: jax.Array,
+        adapt: jax.Array,
+        num_warmup: jax.Array,
+        num_measure: jax.Array,
+    ) -> tuple[Any, ...]:
+        def warmup_step(i: jax.Array, carry: tuple) -> tuple:
+            state, scale, mean_scale, key, accept_sum = carry
+            key, key_round, key_step = random.split(key, 3)
+            # Alg. 2, line 5: probabilistic rounding of R_t
+            length = adaptation.round_path_length(key_round, scale)
+            state, accept = family.step(key_step, state, length)
+            # Alg. 2, lines 17-19: R_{t+1} = R_t + (A - target), frozen after warmup
+            new_scale, new_mean = adaptation.adapt_scale(
+                i, scale, mean_scale, accept, num_warmup, target_accept, family.max_scale
+            )
+            scale = jnp.where(adapt, new_scale, scale)
+            mean_scale = jnp.where(adapt, new_mean, mean_scale)
+            return state, scale, mean_scale, key, accept_sum + accept
+
+        def measure_step(_: jax.Array, carry: tuple) -> tuple:
+            state, key, accept_sum, jump_sum = carry
+            key, key_round, key_step = random.split(key, 3)
+            length = adaptation.round_path_length(key_round, scale)
+            state, accept = family.step(key_step, state, length)
+            return state, key, accept_sum + accept, jump_sum + length * accept
+
+        key_warmup, key_measure = random.split(key)
+        zero = jnp.zeros((), jnp.float32)
+        carry = (family.init(x0), scale, scale, key_warmup, zero)
+        state, scale, _, _, warmup_sum = lax.fori_loop(0, num_warmup, warmup_step, carry)
+        carry = (state, key_measure, zero, zero)
+        state, _, accept_sum, jump_sum = lax.fori_loop(0, num_measure, measure_step, carry)
+        count = jnp.maximum(num_measure, 1)
+        return (
+            state,
+            scale,
+            warmup_sum / jnp.maximum(num_warmup, 1),
+            accept_sum / count,
+            jump_sum / count,
+        )
+
+    return run
+
+
+def sample_program(family: Family, num_steps: int) -> Callable[..., tuple[jax.Array, ...]]:
+    """``(key, state, scale) -> (draws, acceptance)``: `num_steps` steps at the frozen
+    `scale`, every state kept (``int8``, shape ``(num_steps, N)``) with each step's
+    ``min(1, A)``."""
+
+    def run(key: jax.Array, state: Any, scale: jax.Array) -> tuple[jax.Array, ...]:
+        def body(state: Any, key: jax.Array) -> tuple[Any, tuple[jax.Array, jax.Array]]:
+            key_round, key_step = random.split(key)
+            length = adaptation.round_path_length(key_round, scale)
+            state, accept = family.step(key_step, state, length)
+            return state, (state.position.astype(jnp.int8), accept)
+
+        _, (draws, accepts) = lax.scan(body, state, random.split(key, num_steps))
+        return draws, accepts
+
+    return run
+
+
+def compile_timed(fn: Callable, *args: Any) -> tuple[Callable, float]:
+    """``jax.jit(fn)`` compiled ahead of time for `args`, and the seconds it took."""
+    start = time.perf_counter()
+    compiled = jax.jit(fn).lower(*args).compile()
+    return compiled, time.perf_counter() - start
+
+
+def run_timed(compiled: Callable, *args: Any) -> tuple[Any, float]:
+    """Run a compiled program up to ``jax.block_until_ready``; its output and seconds."""
+    start = time.perf_counter()
+    out = jax.block_until_ready(compiled(*args))
+    return out, time.perf_counter() - start
+
+
+def random_state(key: jax.Array, shape: tuple[int, ...]) -> jax.Array:
+    """Uniformly random binary states (every chain's start)."""
+    return random.bernoulli(key, 0.5, shape).astype(jnp.int32)
+
+
+class Runner:
+    """
+    The compiled single-chain programs of one family on one target, :func:`chain_program`
+    and :func:`sample_program`, each compiled ahead of time on first use (seconds in
+    :attr:`compile_s`) and timed on every call.
+    """
+
+    def __init__(self, family: Family):
+        self.family = family
+        self.compile_s: dict[str, float] = {}
+        self._compiled: dict[str, Callable] = {}
+
+    def _call(self, name: str, program: Callable, *args: Any) -> tuple[Any, float]:
+        if name not in self._compiled:
+            self._compiled[name], self.compile_s[name] = compile_timed(program, *args)
+        return run_timed(self._compiled[name], *args)
+
+    def chain(
+        self,
+        key: jax.Array,
+        x0: jax.Array,
+        scale: float,
+        target_accept: float,
+        adapt: bool,
+        num_warmup: int,
+        num_measure: int,
+    ) -> tuple[tuple[Any, ...], float]:
+        """``((state, R, warmup acceptance, acceptance, EJD), seconds)``, see
+        :func:`chain_program`."""
+        args = (
+            jnp.float32(scale), jnp.float32(target_accept), jnp.bool_(adapt),
+            jnp.int32(num_warmup), jnp.int32(num_measure),
+        )  # fmt: skip
+        return self._call("chain", chain_program(self.family), key, x0, *args)
+
+    def sample(
+        self, key: jax.Array, state: Any, scale: jax.Array, num_steps: int
+    ) -> tuple[tuple[jax.Array, jax.Array], float]:
+        """``((draws, acceptance), seconds)``, see :func:`sample_program`."""
+        name = f"sample-{num_steps}"
+        return self._call(name, sample_program(self.family, num_steps), key, state, scale)
+
+
+@dataclass
+class Cache:
+    """What the experiments of one run share: runners under ``(target name, family)`` and
+    sweeps under ``(target name, family)``."""
+
+    runners: dict[tuple[str, str], Runner] = field(default_factory=dict)
+    sweeps: dict[tuple[str, str], "Sweep"] = field(default_factory=dict)
+
+    def runner(self, target: BinaryTarget, family: str) -> Runner:
+        """The runner of `family` on `target`."""
+        key = (target.name, family)
+        if key not in self.runners:
+            self.runners[key] = Runner(make_family(family, target))
+        return self.runners[key]
+
+
+# --- sweeps -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    """
+    One sweep point, averaged over its chains.
+
+    - **target_accept** - target of the adaptation; None for the fixed ``R = 1`` point.
+    - **scale** - frozen ``R`` (mean over chains).
+    - **acceptance** - measured mean ``min(1, A)`` at that ``R``.
+    - **ejd** - measured expected jump distance at that ``R``.
+    - **ejd_se** - standard error of **ejd** across chains (NaN with one chain).
+    """
+
+    target_accept: float | None
+    scale: float
+    acceptance: float
+    ejd: float
+    ejd_se: float
+
+
+@dataclass
+class Sweep:
+    """A sweep of one family on one target: its points and wall times."""
+
+    target: str
+    num_coords: int
+    family: str
+    num_warmup: int
+    num_samples: int
+    chains: int
+    points: list[SweepPoint]
+    compile_s: float
+    run_s: float
+
+    def usable(self) -> list[SweepPoint]:
+        """The ``R = 1`` point and the points whose target is below its acceptance (a higher
+        target stops at ``R = 1``; Appendix D starts the grid below it)."""
+        a_max = self.points[0].acceptance
+        return [p for p in self.points if p.target_accept is None or p.target_accept < a_max]
+
+    def best(self) -> SweepPoint:
+        """The usable point of largest EJD (the grid search of Appendix D)."""
+        return max(self.usable(), key=lambda point: point.ejd)
+
+    def at(self, target_accept: float) -> SweepPoint:
+        """The point adapted towards `target_accept`."""
+        return next(p for p in self.points if p.target_accept == target_accept)
+
+
+def run_sweep(
+    cache: Cache,
+    target: BinaryTarget,
+    family: str,
+    grid: Sequence[float],
+    steps: tuple[int, int],
+    chains: int,
+    seed: int = 0,
+) -> Sweep:
+    """
+    Efficiency against acceptance (Sec. 6.1, Appendix D): for every target acceptance of
+    `grid`, adapt ``R`` from 1 during ``steps[0]`` steps (ALBP / ARWM towards that target),
+    freeze it, and measure acceptance and EJD over ``steps[1]`` steps; plus one point at
+    ``R = 1`` (LBP-1 / RWM-1). Every point runs `chains` independent chains from random
+    states.
+    """
+    runner = cache.runner(target, family)
+    key = random.key(seed)
+    points, run_s = [], 0.0
+    for i, target_accept in enumerate([None, *grid]):
+        values = []
+        for chain in range(chains):
+            key_init, key_chain = random.split(random.fold_in(key, i * 1000 + chain))
+            x0 = random_state(key_init, (target.num_coords,))
+            adapt = target_accept is not None
+            (_, scale, _, acceptance, ejd), seconds = runner.chain(
+                key_chain, x0, 1.0, target_accept if adapt else 0.0, adapt, *steps
+            )
+            run_s += seconds
+            values.append((float(scale), float(acceptance), float(ejd)))
+        scale, acceptance, ejd = np.asarray(values).T
+        se = float(ejd.std(ddof=1) / math.sqrt(chains)) if chains > 1 else math.nan
+        points.append(SweepPoint(target_accept, scale.mean(), acceptance.mean(), ejd.mean(), se))
+    compile_s = runner.compile_s.get("chain", 0.0)
+    return Sweep(target.name, target.num_coords, family, *steps, chains, points, compile_s, run_s)
+
+
+# --- reports ------------------------------------------------------------------------------
+
+
+def environment() -> dict[str, Any]:
+    """Versions and machine, recorded beside every result."""
+    import numpyro
+
+    return {
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "jax": jax.__version__,
+        "numpyro": numpyro.__version__,
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "backend": jax.default_backend(),
+    }
+
+
+def _json_ready(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return _json_ready(dataclasses.asdict(value))
+    if isinstance(value, dict):
+        return {str(k): _json_ready(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_ready(v) for v in value]
+    if isinstance(value, (np.floating, float)):
+        return float(value) if math.isfinite(value) else None
+    if isinstance(value, np.integer):
+        return int(value)
+    return value
+
+
+def write_json(out_dir: Path, name: str, result: dict[str, Any]) -> Path:
+    """Write `result` (NaN as null) to ``out_dir/name.json``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    target = out_dir / f"{name}.json"
+    target.write_text(json.dumps(_json_ready(result), indent=2) + "\n")
+    return target
+
+
+def write_text(out_dir: Path, name: str, text: str) -> Path:
+    """Write `text` to ``out_dir/name``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    target = out_dir / name
+    target.write_text(text)
+    return target
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A GitHub-flavoured markdown table; floats with 3 significant decimals."""
+
+    def cell(value: Any) -> str:
+        if value is None or (isinstance(value, float) and not math.isfinite(value)):
+            return "n/a"
+        if isinstance(value, float):
+            return f"{value:.3g}" if abs(value) < 100 else f"{value:.0f}"
+        return str(value)
+
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
