@@ -745,10 +745,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--threshold-fraction", type=float, default=0.9)
     parser.add_argument("--data-seed", type=int, default=0, help="train/test split")
     parser.add_argument(
+        "--from-json", type=Path, help="redo tables and figure of a recorded rbm_pcd.json"
+    )
+    parser.add_argument(
         "--out-dir", type=Path, help="default docs/benchmarks/paper (full/, quick/ for those)"
     )
     args = parser.parse_args(argv)
     setting = QUICK if args.quick else FULL if args.full else REDUCED
+    if args.out_dir is None and args.from_json is not None:
+        args.out_dir = args.from_json.parent
     if args.out_dir is None:
         subfolder = "quick" if args.quick else "full" if args.full else ""
         args.out_dir = DEFAULT_OUT_DIR / subfolder
@@ -764,8 +769,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    """Train every (sampler, k, seed), write the JSON, markdown and figure, print tables."""
+    """Train every (sampler, k, seed), write the JSON, markdown and figure, print tables;
+    with ``--from-json``, only redo the summary, tables and figure of a recorded report."""
     args = parse_args(argv)
+    if args.from_json is not None:
+        report = json.loads(args.from_json.read_text())
+        for name, value in report["config"].items():
+            if name not in ("out_dir", "from_json"):
+                setattr(args, name, tuple(value) if isinstance(value, list) else value)
+        return write_report(report, args)
     train_np, test_np = binarised_digits(args.data_seed)
     train, test = jnp.asarray(train_np), jnp.asarray(test_np)
     runs, compile_s = [], {}
@@ -784,26 +796,32 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                     f"{run['seconds']:.1f} s",
                     flush=True,
                 )
-    total_s = time.perf_counter() - t_start
-    summary = summarise(runs, args)
-    table = markdown(runs, summary, args)
-    print(table)
-    args.out_dir.mkdir(parents=True, exist_ok=True)
-    plot(runs, summary, args, args.out_dir / "rbm_pcd.png")
-    (args.out_dir / "rbm_pcd.md").write_text(table)
-    config = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
+    config = {
+        name: value for name, value in vars(args).items() if name not in ("out_dir", "from_json")
+    }
     report = {
         "config": config,
         "num_train": int(train.shape[0]),
         "num_test": int(test.shape[0]),
         "environment": environment(),
-        "total_seconds": total_s,
+        "total_seconds": time.perf_counter() - t_start,
         "compile_seconds": compile_s,
-        "summary": summary,
         "runs": runs,
     }
+    return write_report(report, args)
+
+
+def write_report(report: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    """Add the summary to `report`; write ``rbm_pcd.{json,md,png}`` to ``args.out_dir``."""
+    runs = report["runs"]
+    report["summary"] = summarise(runs, args)
+    table = markdown(runs, report["summary"], args)
+    print(table)
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    plot(runs, report["summary"], args, args.out_dir / "rbm_pcd.png")
+    (args.out_dir / "rbm_pcd.md").write_text(table)
     (args.out_dir / "rbm_pcd.json").write_text(json.dumps(_json_ready(report), indent=1))
-    print(f"total {total_s:.0f} s; wrote {args.out_dir}/rbm_pcd.{{json,md,png}}")
+    print(f"total {report['total_seconds']:.0f} s; wrote {args.out_dir}/rbm_pcd.{{json,md,png}}")
     return report
 
 
