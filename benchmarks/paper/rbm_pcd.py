@@ -53,13 +53,13 @@ with ``LL_init`` the test log-likelihood of the initial parameters and ``LL_gibb
 final test log-likelihood of block-Gibbs PCD with the largest ``k`` of the grid. For each
 sampler the script reports the smallest ``k`` of the grid whose run ends above the
 threshold, and the ratio ``k(LBP-1) / k(ALBP)`` (the paper: 2-6). Time per MH step is
-reported too: an ALBP step costs about as much as an LBP-1 step (two gradient evaluations)
-plus a path of ``R`` coordinates.
+reported too: both samplers evaluate the gradient twice per step, and ALBP also samples a
+path of ``R`` coordinates, a large share of a step on a model as cheap as this one.
 
 Usage (from the repository root)::
 
-    python -m benchmarks.paper.rbm_pcd            # reduced setting, about 3 min on 2 cores
-    python -m benchmarks.paper.rbm_pcd --full     # more iterations, a wider grid, 2 seeds
+    python -m benchmarks.paper.rbm_pcd            # reduced setting, about 4 min on 2 cores
+    python -m benchmarks.paper.rbm_pcd --full     # finer grid, both weights, 2 seeds (~1 h)
     python -m benchmarks.paper.rbm_pcd --quick    # smoke test, tiny sizes
 
 Outputs in ``--out-dir`` (default ``docs/benchmarks/paper``, and its ``full/`` or ``quick/``
@@ -361,7 +361,9 @@ def pcd_trainer(
     """
     opt_init, opt_update, get_params = optimizers.adam(learning_rate)
 
-    def negative_log_likelihood_surrogate(rbm: Rbm, batch: jax.Array, fantasy: jax.Array):
+    def negative_log_likelihood_surrogate(
+        rbm: Rbm, batch: jax.Array, fantasy: jax.Array
+    ) -> jax.Array:
         # its gradient is the PCD estimate of -grad log-likelihood: the data term minus the
         # model term, the model expectation replaced by the fantasy chains' average
         return jnp.mean(log_unnormalised(rbm, fantasy)) - jnp.mean(log_unnormalised(rbm, batch))
