@@ -4,9 +4,10 @@ from scipy import stats
 
 import jax
 from jax import random
+from jax.extend.random import threefry_2x32 as jax_threefry_2x32
 import jax.numpy as jnp
 
-from numpyro_discrete.core.noise import gumbel
+from numpyro_discrete.core.noise import gumbel, threefry_2x32
 
 
 @pytest.mark.parametrize(
@@ -18,6 +19,17 @@ def test_gumbel_draws_are_standard_gumbel(key):
     draws = np.asarray(gumbel(key, 100001, jnp.float32))
     assert np.all(np.isfinite(draws))
     assert stats.kstest(draws, "gumbel_r").pvalue > 1e-3
+
+
+@pytest.mark.parametrize("num", [2, 10, 2500, 10001 + 1])
+@pytest.mark.parametrize("seed", [0, 7, 2**31 - 1])
+def test_threefry_rounds_match_jax_bit_for_bit(seed, num):
+    key_data = random.key_data(random.key(seed))
+    counters = jnp.arange(num, dtype=jnp.uint32) * jnp.uint32(2654435761)
+    np.testing.assert_array_equal(
+        np.asarray(jax.jit(threefry_2x32)(key_data, counters)),
+        np.asarray(jax_threefry_2x32(key_data, counters)),
+    )
 
 
 def test_gumbel_keys_give_independent_streams():

@@ -1,18 +1,51 @@
 """Gumbel noise for the path sampler, which needs one draw per coordinate per step.
 
-For float32 and threefry keys (JAX's default), the bits come from ``threefry_2x32`` applied
-to sequential counters, the scheme ``jax.random`` used before ``jax_threefry_partitionable``
-became the default. It is the same generator; on CPU it is about five times faster than the
-partitionable scheme for a few thousand draws, which is most of the cost of a step on a
-cheap model. Other key types and dtypes use :func:`jax.random.gumbel`.
+For float32 and threefry keys (JAX's default), the bits are Threefry-2x32 (Salmon et al.
+2011, 20 rounds) of sequential counters, the scheme ``jax.random`` used before
+``jax_threefry_partitionable`` became the default, so it is the same generator as
+:func:`jax.extend.random.threefry_2x32`, bit for bit. The rounds are written out here, not
+called through JAX's primitive, because its CPU lowering is a rolled loop of five
+iterations whose every pass copies its carry: written out, XLA fuses hashing, the uniform
+and both logarithms into one loop over the coordinates, several times faster for the few
+thousand draws of a step on a cheap model. Other key types and dtypes use
+:func:`jax.random.gumbel`.
 """
 
 import jax
 from jax import lax, random
-from jax.extend.random import threefry_2x32
 import jax.numpy as jnp
 
-__all__ = ["gumbel"]
+__all__ = ["gumbel", "threefry_2x32"]
+
+# Threefry-2x32 rotation constants, two alternating groups of four rounds (Salmon et al.
+# 2011, Table 4) and the key-schedule parity constant.
+_ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
+_KEY_PARITY = 0x1BD11BDA
+
+
+def _rotate_left(x: jax.Array, distance: int) -> jax.Array:
+    return (x << jnp.uint32(distance)) | (x >> jnp.uint32(32 - distance))
+
+
+def threefry_2x32(key_data: jax.Array, counters: jax.Array) -> jax.Array:
+    """
+    Threefry-2x32 of an even-length ``uint32`` counter vector under a ``(2,)`` ``uint32``
+    key, with the layout of :func:`jax.extend.random.threefry_2x32`: the first half of
+    `counters` are the first words of the blocks, the second half the second words, and
+    the output keeps that layout.
+    """
+    half = counters.shape[0] // 2
+    ks = (key_data[0], key_data[1], key_data[0] ^ key_data[1] ^ jnp.uint32(_KEY_PARITY))
+    x0 = counters[:half] + ks[0]
+    x1 = counters[half:] + ks[1]
+    # 5 groups of 4 rounds, a key injection after each group
+    for group in range(5):
+        for distance in _ROTATIONS[group % 2]:
+            x0 = x0 + x1
+            x1 = _rotate_left(x1, distance) ^ x0
+        x0 = x0 + ks[(group + 1) % 3]
+        x1 = x1 + ks[(group + 2) % 3] + jnp.uint32(group + 1)
+    return jnp.concatenate([x0, x1])
 
 
 def _threefry_key_data(key: jax.Array) -> jax.Array | None:
