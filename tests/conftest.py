@@ -13,3 +13,9 @@ def x64():
     """Run the test body with 64-bit floats (exact transition-matrix checks need them)."""
     with jax.enable_x64(True):
         yield
+
+
+def pytest_collection_modifyitems(config, items):
+    """The soak test runs last: it is the longest, and CI's slow tier stops at a time
+    budget, so every shorter test gets its turn first."""
+    items.sort(key=lambda item: item.path.name == "test_soak.py")

@@ -14,7 +14,7 @@ import numpyro
 import numpyro.distributions as dist
 from numpyro.infer import MCMC, NUTS
 
-from numpyro_discrete import ALBP, LBP, LBPGibbs, SiteSupport
+from numpyro_discrete import ACS, ALBP, LBP, LBPGibbs, SiteSupport
 
 DOCS = Path(__file__).parent.parent / "docs" / "errors.md"
 NUM_FLIPS = "`num_flips` must be an integer >= 1 (the number of coordinates changed per step)"
@@ -368,7 +368,21 @@ CASES = [
         ValueError,
         "LBPGibbs: `inner_kernel` must be numpyro's HMC or NUTS",
     ),
+    Case(
+        "lbp-gibbs-acs-num-flips",
+        lambda: _collect(
+            LBPGibbs(NUTS(mixed_model), discrete_kernel=ACS(mixed_model, cycle_length=2)),
+            "num_flips",
+        ),
+        ValueError,
+        "LBPGibbsState.num_flips: the discrete kernel's state (ACSState) has no path length",
+    ),
 ]
+
+
+def _collect(kernel, field):
+    mcmc = MCMC(kernel, num_warmup=1000, num_samples=2, progress_bar=False)
+    mcmc.run(random.key(0), extra_fields=(field,))
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])

@@ -46,7 +46,9 @@ class LBPGibbsState(GibbsState):
       ``"hmc_state.num_steps"``, ``"hmc_state.adapt_state.step_size"``.
     - **accept_prob**, **mean_accept_prob**, **num_flips**, **num_changed** - shortcuts to
       the fields of the same names of the *discrete* state (the names of the standalone
-      ``LBP``/``ALBP`` kernels).
+      ``LBP``/``ALBP`` kernels; ``num_flips`` raises a ``ValueError`` naming the fields to
+      use instead when the discrete kernel is :class:`~numpyro_discrete.ACS`, which has no
+      path length).
     - **diverging** - shortcut to ``hmc_state.diverging`` (collected by default, as for
       ``NUTS``, so that :meth:`~numpyro.infer.MCMC.print_summary` counts divergences).
     """
@@ -71,7 +73,17 @@ class LBPGibbsState(GibbsState):
 
     @property
     def num_flips(self) -> jax.Array:
-        return self.discrete_state.num_flips
+        state = self.discrete_state
+        if not hasattr(state, "num_flips"):
+            # not an AttributeError: numpyro's field getter catches those and falls back to
+            # indexing, which would replace this message with an unrelated TypeError
+            raise ValueError(
+                f"LBPGibbsState.num_flips: the discrete kernel's state "
+                f"({type(state).__name__}) has no path length `num_flips`; collect one of "
+                f"its own fields instead, e.g. "
+                f"{['discrete_state.' + f for f in state._fields if f not in ('z', 'rng_key')]}."
+            )
+        return state.num_flips
 
     @property
     def num_changed(self) -> jax.Array:
