@@ -1,24 +1,13 @@
 """Smoke tests: the example scripts run end to end on tiny sizes."""
 
-import importlib.util
 import math
-from pathlib import Path
 
+from examples_loader import load_example
 import numpy as np
-
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-
-
-def _load(name):
-    path = EXAMPLES / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"example_{name}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_ising_example(tmp_path):
-    ising = _load("ising")
+    ising = load_example("ising")
     summary = ising.main(
         [
             "--p", "6",
@@ -41,7 +30,7 @@ def test_ising_example(tmp_path):
 
 
 def test_fhmm_example(tmp_path):
-    fhmm = _load("fhmm")
+    fhmm = load_example("fhmm")
     summary = fhmm.main(
         [
             "--L", "20",
@@ -67,7 +56,7 @@ def test_fhmm_example(tmp_path):
 def test_fhmm_relabelling_undoes_permutations_and_flips():
     """A draw that is the truth with its chains permuted and one chain flipped
     (``x -> 1 - x``, ``w -> -w``, ``b -> b + w``) is mapped back to the truth."""
-    fhmm = _load("fhmm")
+    fhmm = load_example("fhmm")
     rng = np.random.default_rng(0)
     w_true, b_true = np.array([0.7, 1.4, 2.8]), 0.3
     x_true = rng.integers(0, 2, (6, 3))

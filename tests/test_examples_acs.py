@@ -1,25 +1,14 @@
 """Smoke tests: the ACS examples (multimodal target, RBM) run end to end on tiny sizes."""
 
-import importlib.util
 import math
-from pathlib import Path
 
+from examples_loader import load_example
 import numpy as np
 import pytest
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-
-
-def _load(name):
-    path = EXAMPLES / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"example_{name}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
 
 def test_multimodal_example(tmp_path):
-    multimodal = _load("multimodal")
+    multimodal = load_example("multimodal")
     summary = multimodal.main(
         [
             "--variant", "uneven",
@@ -52,7 +41,7 @@ def test_multimodal_example(tmp_path):
 @pytest.mark.slow
 def test_rbm_example(tmp_path):
     pytest.importorskip("sklearn")
-    rbm = _load("rbm")
+    rbm = load_example("rbm")
     summary = rbm.main(["--quick", "--out", str(tmp_path)])
     figure = tmp_path / "rbm.png"
     assert summary["figure"] == str(figure)
