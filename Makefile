@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed-dev
 DOCS_STAMP := $(VENV)/.installed-docs
 BENCH_ARGS ?=
 
-.PHONY: venv demo test test-slow lint docs bench bench-fhmm bench-rbm
+.PHONY: venv demo test test-slow lint docs bench bench-binary bench-fhmm bench-rbm
 
 venv: $(STAMP)
 
@@ -42,7 +42,12 @@ $(DOCS_STAMP): $(STAMP)
 	$(BIN)/python -m pip install -e ".[docs]"
 	@touch $@
 
+# the paper-reproduction suite (benchmarks/paper): reduced sizes, under 10 minutes on two
+# CPU cores; BENCH_ARGS=--full runs the paper's sizes (hours)
 bench: venv
+	$(BIN)/python -m benchmarks.paper $(BENCH_ARGS)
+
+bench-binary: venv
 	$(BIN)/python -m benchmarks.bench_binary $(BENCH_ARGS)
 
 bench-fhmm: venv

@@ -54,6 +54,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="experiments to run (default: all)",
     )  # fmt: skip
     parser.add_argument(
+        "--steps-fraction", type=float, default=1.0,
+        help="scale every chain length of the preset (e.g. 0.1 for a shorter --full run)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--chains", type=int, default=None, help="chains per sweep point (default: preset's)"
+    )
+    parser.add_argument(
         "--out-dir", type=Path, default=None,
         help="output folder (default docs/benchmarks/paper, or its full/ and quick/)",
     )  # fmt: skip
@@ -64,7 +71,7 @@ def main(argv: list[str] | None = None) -> dict:
     """Run the chosen experiments; return the wall times."""
     args = parse_args(argv)
     name = "full" if args.full else "quick" if args.quick else "reduced"
-    preset = PRESETS[name]
+    preset = PRESETS[name].scaled(args.steps_fraction, args.chains)
     out_dir = args.out_dir or (DOCS_DIR if name == "reduced" else DOCS_DIR / name)
     cache = Cache()
     seconds = {}
@@ -77,7 +84,13 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"{experiment}: {seconds[experiment]:.0f} s", flush=True)
     total = time.perf_counter() - start
     print(f"suite ({name}): {total:.0f} s; results in {out_dir}", flush=True)
-    summary = {"preset": name, "seconds": seconds, "total_s": total, "env": environment()}
+    summary = {
+        "preset": preset,
+        "argv": vars(args),
+        "seconds": seconds,
+        "total_s": total,
+        "env": environment(),
+    }
     write_json(out_dir, "suite", summary)
     return summary
 

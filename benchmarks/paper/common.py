@@ -30,6 +30,7 @@ import dataclasses
 from dataclasses import dataclass, field
 import datetime
 import functools
+import itertools
 import json
 import math
 import os
@@ -100,6 +101,7 @@ class Preset:
     - **lbp_near / rwm_near** - the smaller grids, around the optimum, of the scaling
       sweeps at the sizes other than the medium one.
     - **chains** - independent chains per sweep point.
+    - **table_samples** - draws of each sampler in the table (None: as the sweeps).
     """
 
     name: str
@@ -111,6 +113,7 @@ class Preset:
     lbp_near: tuple[float, ...]
     rwm_near: tuple[float, ...]
     chains: int
+    table_samples: int | None = None
 
     def medium(self, kind: str) -> int:
         """The middle size of `kind`."""
@@ -120,6 +123,22 @@ class Preset:
     def steps_for(self, kind: str, size: int) -> tuple[int, int]:
         """``(warmup, samples)`` at `size`."""
         return self.steps[kind][self.sizes[kind].index(size)]
+
+    def scaled(self, fraction: float, chains: int | None = None) -> "Preset":
+        """This preset with every chain length times `fraction` (at least 100 steps), and
+        `chains` chains per sweep point if given."""
+
+        def scale(steps: int) -> int:
+            return max(100, round(steps * fraction))
+
+        steps = {
+            kind: tuple((scale(w), scale(s)) for w, s in pairs)
+            for kind, pairs in self.steps.items()
+        }
+        table_samples = None if self.table_samples is None else scale(self.table_samples)
+        return dataclasses.replace(
+            self, steps=steps, chains=chains or self.chains, table_samples=table_samples
+        )
 
     def grid(self, family: str, near: bool = False) -> tuple[float, ...]:
         """The sweep's target acceptance rates."""
@@ -163,7 +182,8 @@ PRESETS: dict[str, Preset] = {
         rwm_grid=(0.6, 0.5, 0.4, 0.3, 0.25, 0.234, 0.2, 0.15, 0.1, 0.05),
         lbp_near=(0.7, 0.65, 0.6, 0.574, 0.55, 0.5, 0.45),
         rwm_near=(0.35, 0.3, 0.25, 0.234, 0.2, 0.15),
-        chains=1,
+        chains=2,
+        table_samples=5000,
     ),
     # the paper's sizes and chain lengths (Appendix D); hours on two CPU cores
     "full": Preset(
@@ -450,15 +470,9 @@ class Sweep:
     compile_s: float
     run_s: float
 
-    def usable(self) -> list[SweepPoint]:
-        """The ``R = 1`` point and the points whose target is below its acceptance (a higher
-        target stops at ``R = 1``; Appendix D starts the grid below it)."""
-        a_max = self.points[0].acceptance
-        return [p for p in self.points if p.target_accept is None or p.target_accept < a_max]
-
     def best(self) -> SweepPoint:
-        """The usable point of largest EJD (the grid search of Appendix D)."""
-        return max(self.usable(), key=lambda point: point.ejd)
+        """The point of largest EJD (the grid search of Appendix D)."""
+        return max(self.points, key=lambda point: point.ejd)
 
     def at(self, target_accept: float) -> SweepPoint:
         """The point adapted towards `target_accept`."""
@@ -475,16 +489,21 @@ def run_sweep(
     seed: int = 0,
 ) -> Sweep:
     """
-    Efficiency against acceptance (Sec. 6.1, Appendix D): for every target acceptance of
-    `grid`, adapt ``R`` from 1 during ``steps[0]`` steps (ALBP / ARWM towards that target),
-    freeze it, and measure acceptance and EJD over ``steps[1]`` steps; plus one point at
-    ``R = 1`` (LBP-1 / RWM-1). Every point runs `chains` independent chains from random
-    states.
+    Efficiency against acceptance (Sec. 6.1, Appendix D): first a point at ``R = 1``
+    (LBP-1 / RWM-1), of acceptance ``a_max``; then, for every target acceptance of `grid`
+    below ``a_max`` (higher ones stop at ``R = 1``; Appendix D starts below it) and for the
+    optimal rate, adapt ``R`` from 1 during ``steps[0]`` steps (ALBP / ARWM towards that
+    target), freeze it, and measure acceptance and EJD over ``steps[1]`` steps. Every point
+    runs `chains` independent chains from random states.
     """
     runner = cache.runner(target, family)
     key = random.key(seed)
     points, run_s = [], 0.0
-    for i, target_accept in enumerate([None, *grid]):
+    targets: list[float | None] = [None]
+    for i in itertools.count():
+        if i == len(targets):
+            break
+        target_accept = targets[i]
         values = []
         for chain in range(chains):
             key_init, key_chain = random.split(random.fold_in(key, i * 1000 + chain))
@@ -498,6 +517,9 @@ def run_sweep(
         scale, acceptance, ejd = np.asarray(values).T
         se = float(ejd.std(ddof=1) / math.sqrt(chains)) if chains > 1 else math.nan
         points.append(SweepPoint(target_accept, scale.mean(), acceptance.mean(), ejd.mean(), se))
+        if i == 0:
+            a_max = points[0].acceptance
+            targets += [t for t in grid if t < a_max or t == OPTIMAL_ACCEPT[family]]
     compile_s = runner.compile_s.get("chain", 0.0)
     return Sweep(target.name, target.num_coords, family, *steps, chains, points, compile_s, run_s)
 
@@ -531,6 +553,8 @@ def _json_ready(value: Any) -> Any:
         return float(value) if math.isfinite(value) else None
     if isinstance(value, np.integer):
         return int(value)
+    if isinstance(value, Path):
+        return str(value)
     return value
 
 

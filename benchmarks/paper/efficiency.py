@@ -137,7 +137,7 @@ def timing(sweep: Sweep) -> str:
 
 def summarise(sweep: Sweep) -> dict[str, Any]:
     """Measured optimum of one sweep, and the adaptive sampler at the optimal rate."""
-    points = sweep.usable()
+    points = sweep.points
     best = max(points, key=lambda p: p.ejd)
     adaptive = sweep.at(OPTIMAL_ACCEPT[sweep.family])
     return {
@@ -167,7 +167,7 @@ def plot(sweeps: dict[tuple[str, str], Sweep], kinds: Sequence[str], preset: Pre
     for col, kind in enumerate(kinds):
         for row, family in enumerate(FAMILIES):
             ax, sweep = axes[row, col], sweeps[(kind, family)]
-            points = sweep.usable()
+            points = sweep.points
             ax.plot([p.acceptance for p in points], [p.ejd for p in points], "o", ms=4,
                     label="measured")  # fmt: skip
             if kind == "bernoulli":

@@ -111,7 +111,8 @@ def measure_target(preset: Preset, kind: str, cache: Cache, seed: int = 0) -> li
     ``R`` of the efficiency sweep in `cache`)."""
     size = preset.medium(kind)
     target = make_target(kind, size, preset)
-    steps = preset.steps_for(kind, size)
+    num_warmup, num_samples = preset.steps_for(kind, size)
+    num_samples = preset.table_samples or num_samples
     key_init, key_ref, key_run = random.split(random.key(seed), 3)
     x0 = random_state(key_init, (target.num_coords,))
     reference = np.asarray(random_state(key_ref, (target.num_coords,)), np.int8)
@@ -122,9 +123,9 @@ def measure_target(preset: Preset, kind: str, cache: Cache, seed: int = 0) -> li
         key_warm, key_sample = random.split(random.fold_in(key_run, i))
         adapt = variant == "A"
         (state, frozen, _, _, _), warmup_s = runner.chain(
-            key_warm, x0, scale, OPTIMAL_ACCEPT[family], adapt, steps[0], 0
+            key_warm, x0, scale, OPTIMAL_ACCEPT[family], adapt, num_warmup, 0
         )
-        (draws, accepts), sampling_s = runner.sample(key_sample, state, frozen, steps[1])
+        (draws, accepts), sampling_s = runner.sample(key_sample, state, frozen, num_samples)
         draws = np.asarray(draws)
         ess = _ess_summary(draws, reference)
         rows.append(
@@ -133,8 +134,8 @@ def measure_target(preset: Preset, kind: str, cache: Cache, seed: int = 0) -> li
                 "kind": kind,
                 "sampler": label,
                 "num_coords": target.num_coords,
-                "num_warmup": steps[0],
-                "num_samples": steps[1],
+                "num_warmup": num_warmup,
+                "num_samples": num_samples,
                 "scale": float(frozen),
                 "acceptance": float(np.mean(accepts)),
                 "ejd": expected_jump_distance(draws[None]),
