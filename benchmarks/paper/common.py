@@ -102,6 +102,8 @@ class Preset:
       sweeps at the sizes other than the medium one.
     - **chains** - independent chains per sweep point.
     - **table_samples** - draws of each sampler in the table (None: as the sweeps).
+    - **pilot_steps** - length of the pilot chains that give every chain its start
+      (:meth:`Cache.starts`).
     """
 
     name: str
@@ -113,6 +115,7 @@ class Preset:
     lbp_near: tuple[float, ...]
     rwm_near: tuple[float, ...]
     chains: int
+    pilot_steps: int
     table_samples: int | None = None
 
     def medium(self, kind: str) -> int:
@@ -137,7 +140,11 @@ class Preset:
         }
         table_samples = None if self.table_samples is None else scale(self.table_samples)
         return dataclasses.replace(
-            self, steps=steps, chains=chains or self.chains, table_samples=table_samples
+            self,
+            steps=steps,
+            chains=chains or self.chains,
+            pilot_steps=scale(self.pilot_steps),
+            table_samples=table_samples,
         )
 
     def grid(self, family: str, near: bool = False) -> tuple[float, ...]:
@@ -165,6 +172,7 @@ PRESETS: dict[str, Preset] = {
         lbp_near=(0.574, 0.4),
         rwm_near=(0.234, 0.15),
         chains=1,
+        pilot_steps=100,
     ),
     # `make bench`: under 10 minutes on two CPU cores
     "reduced": Preset(
@@ -182,7 +190,8 @@ PRESETS: dict[str, Preset] = {
         rwm_grid=(0.6, 0.5, 0.4, 0.3, 0.25, 0.234, 0.2, 0.15, 0.1, 0.05),
         lbp_near=(0.7, 0.65, 0.6, 0.574, 0.55, 0.5, 0.45),
         rwm_near=(0.35, 0.3, 0.25, 0.234, 0.2, 0.15),
-        chains=2,
+        chains=1,
+        pilot_steps=2000,
         table_samples=5000,
     ),
     # the paper's sizes and chain lengths (Appendix D); hours on two CPU cores
@@ -205,6 +214,7 @@ PRESETS: dict[str, Preset] = {
         lbp_near=(0.7, 0.65, 0.6, 0.574, 0.55, 0.5, 0.45),
         rwm_near=(0.35, 0.3, 0.25, 0.234, 0.2, 0.15),
         chains=4,
+        pilot_steps=20000,
     ),
 }
 
@@ -425,6 +435,7 @@ class Cache:
 
     runners: dict[tuple[str, str], Runner] = field(default_factory=dict)
     sweeps: dict[tuple[str, str], "Sweep"] = field(default_factory=dict)
+    _starts: dict[str, list[jax.Array]] = field(default_factory=dict)
 
     def runner(self, target: BinaryTarget, family: str) -> Runner:
         """The runner of `family` on `target`."""
@@ -432,6 +443,24 @@ class Cache:
         if key not in self.runners:
             self.runners[key] = Runner(make_family(family, target))
         return self.runners[key]
+
+    def starts(self, target: BinaryTarget, chains: int, pilot_steps: int) -> list[jax.Array]:
+        """
+        Starting states of `chains` chains on `target`, shared by every sweep point and
+        table row: each is the last state of a pilot ALBP chain (adapted towards 0.574) of
+        `pilot_steps` steps from a uniformly random state. The paper burns every chain in
+        for 5000-50000 steps; a shared pilot lets the much shorter warmups of the reduced
+        run (random-walk ones above all) start near stationarity.
+        """
+        starts = self._starts.setdefault(target.name, [])
+        runner = self.runner(target, "LBP")
+        while len(starts) < chains:
+            key_init, key_pilot = random.split(random.fold_in(random.key(1), len(starts)))
+            x0 = random_state(key_init, (target.num_coords,))
+            accept = OPTIMAL_ACCEPT["LBP"]
+            (state, *_), _ = runner.chain(key_pilot, x0, 1.0, accept, True, pilot_steps, 0)
+            starts.append(state.position)
+        return starts[:chains]
 
 
 # --- sweeps -------------------------------------------------------------------------------
@@ -486,6 +515,7 @@ def run_sweep(
     grid: Sequence[float],
     steps: tuple[int, int],
     chains: int,
+    pilot_steps: int,
     seed: int = 0,
 ) -> Sweep:
     """
@@ -494,8 +524,9 @@ def run_sweep(
     below ``a_max`` (higher ones stop at ``R = 1``; Appendix D starts below it) and for the
     optimal rate, adapt ``R`` from 1 during ``steps[0]`` steps (ALBP / ARWM towards that
     target), freeze it, and measure acceptance and EJD over ``steps[1]`` steps. Every point
-    runs `chains` independent chains from random states.
+    runs `chains` independent chains, from the starts of :meth:`Cache.starts`.
     """
+    starts = cache.starts(target, chains, pilot_steps)
     runner = cache.runner(target, family)
     key = random.key(seed)
     points, run_s = [], 0.0
@@ -506,11 +537,10 @@ def run_sweep(
         target_accept = targets[i]
         values = []
         for chain in range(chains):
-            key_init, key_chain = random.split(random.fold_in(key, i * 1000 + chain))
-            x0 = random_state(key_init, (target.num_coords,))
+            key_chain = random.fold_in(key, i * 1000 + chain)
             adapt = target_accept is not None
             (_, scale, _, acceptance, ejd), seconds = runner.chain(
-                key_chain, x0, 1.0, target_accept if adapt else 0.0, adapt, *steps
+                key_chain, starts[chain], 1.0, target_accept if adapt else 0.0, adapt, *steps
             )
             run_s += seconds
             values.append((float(scale), float(acceptance), float(ejd)))

@@ -123,7 +123,7 @@ def sweeps_for(preset: Preset, kinds: Sequence[str], cache: Cache) -> dict[tuple
             if key not in cache.sweeps:
                 cache.sweeps[key] = run_sweep(
                     cache, target, family, preset.grid(family), preset.steps_for(kind, size),
-                    preset.chains,
+                    preset.chains, preset.pilot_steps,
                 )  # fmt: skip
                 print(f"  sweep {target.name} {family}: {timing(cache.sweeps[key])}", flush=True)
             sweeps[(kind, family)] = cache.sweeps[key]

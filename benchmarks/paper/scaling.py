@@ -51,7 +51,9 @@ def _sweep(preset: Preset, kind: str, size: int, family: str, cache: Cache) -> S
     if key not in cache.sweeps:
         steps = preset.steps_for(kind, size)
         grid = preset.grid(family, near=True)
-        cache.sweeps[key] = run_sweep(cache, target, family, grid, steps, preset.chains)
+        cache.sweeps[key] = run_sweep(
+            cache, target, family, grid, steps, preset.chains, preset.pilot_steps
+        )
         print(f"  sweep {target.name} {family}: {timing(cache.sweeps[key])}", flush=True)
     return cache.sweeps[key]
 

@@ -113,8 +113,8 @@ def measure_target(preset: Preset, kind: str, cache: Cache, seed: int = 0) -> li
     target = make_target(kind, size, preset)
     num_warmup, num_samples = preset.steps_for(kind, size)
     num_samples = preset.table_samples or num_samples
-    key_init, key_ref, key_run = random.split(random.key(seed), 3)
-    x0 = random_state(key_init, (target.num_coords,))
+    key_ref, key_run = random.split(random.key(seed))
+    x0 = cache.starts(target, 1, preset.pilot_steps)[0]
     reference = np.asarray(random_state(key_ref, (target.num_coords,)), np.int8)
     rows = []
     for i, (label, family, variant) in enumerate(SAMPLERS):
