@@ -192,8 +192,12 @@ def test_paper_suite_quick(tmp_path):
     table = json.loads((tmp_path / "table.json").read_text())
     assert len(table["rows"]) == 24  # 4 targets x 6 samplers
     for row in table["rows"]:
-        for field in ("ejd", "acceptance", "ess_mean", "ess_hamming", "sampling_s"):
+        for field in ("ejd", "acceptance", "sampling_s"):
             assert math.isfinite(row[field]) and row[field] >= 0, (row["sampler"], field)
+        # a chain of the tiny run that never moved has no ESS (JSON null)
+        moved = row["ejd"] > 0
+        for field in ("ess_mean", "ess_hamming"):
+            assert (row[field] is not None and row[field] > 0) or not moved, (row["sampler"], field)
         if row["sampler"].endswith("-1"):
             assert row["scale"] == 1.0
     suite = json.loads((tmp_path / "suite.json").read_text())
