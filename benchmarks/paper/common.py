@@ -30,7 +30,6 @@ import dataclasses
 from dataclasses import dataclass, field
 import datetime
 import functools
-import itertools
 import json
 import math
 import os
@@ -529,27 +528,28 @@ def run_sweep(
     starts = cache.starts(target, chains, pilot_steps)
     runner = cache.runner(target, family)
     key = random.key(seed)
-    points, run_s = [], 0.0
-    targets: list[float | None] = [None]
-    for i in itertools.count():
-        if i == len(targets):
-            break
-        target_accept = targets[i]
+    run_s = 0.0
+
+    def point(index: int, target_accept: float | None) -> SweepPoint:
+        nonlocal run_s
         values = []
         for chain in range(chains):
-            key_chain = random.fold_in(key, i * 1000 + chain)
             adapt = target_accept is not None
             (_, scale, _, acceptance, ejd), seconds = runner.chain(
-                key_chain, starts[chain], 1.0, target_accept if adapt else 0.0, adapt, *steps
-            )
+                random.fold_in(key, index * 1000 + chain), starts[chain], 1.0,
+                target_accept if adapt else 0.0, adapt, *steps,
+            )  # fmt: skip
             run_s += seconds
             values.append((float(scale), float(acceptance), float(ejd)))
         scale, acceptance, ejd = np.asarray(values).T
         se = float(ejd.std(ddof=1) / math.sqrt(chains)) if chains > 1 else math.nan
-        points.append(SweepPoint(target_accept, scale.mean(), acceptance.mean(), ejd.mean(), se))
-        if i == 0:
-            a_max = points[0].acceptance
-            targets += [t for t in grid if t < a_max or t == OPTIMAL_ACCEPT[family]]
+        means = (float(scale.mean()), float(acceptance.mean()), float(ejd.mean()))
+        return SweepPoint(target_accept, *means, se)
+
+    points = [point(0, None)]
+    a_max = points[0].acceptance
+    targets = [t for t in grid if t < a_max or t == OPTIMAL_ACCEPT[family]]
+    points += [point(i, t) for i, t in enumerate(targets, start=1)]
     compile_s = runner.compile_s.get("chain", 0.0)
     return Sweep(target.name, target.num_coords, family, *steps, chains, points, compile_s, run_s)
 

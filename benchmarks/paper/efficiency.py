@@ -156,7 +156,9 @@ def summarise(sweep: Sweep) -> dict[str, Any]:
     }
 
 
-def plot(sweeps: dict[tuple[str, str], Sweep], kinds: Sequence[str], preset: Preset, path: Path):
+def plot(
+    sweeps: dict[tuple[str, str], Sweep], kinds: Sequence[str], preset: Preset, path: Path
+) -> None:
     """EJD against acceptance: one column per target, LBP on top, RWM below."""
     import matplotlib
 
