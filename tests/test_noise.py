@@ -51,3 +51,12 @@ def test_gumbel_under_jit_and_vmap():
     draws = jax.jit(jax.vmap(lambda k: gumbel(k, 7, jnp.float32)))(keys)
     assert draws.shape == (4, 7)
     assert len(np.unique(np.asarray(draws))) == 28
+
+
+@pytest.mark.parametrize("num", [1, 7, 2500])
+def test_gumbel_is_the_transform_of_jax_threefry_bits(num):
+    key = random.key(11)
+    bits = jax_threefry_2x32(random.key_data(key), jnp.arange(num + num % 2, dtype=jnp.uint32))
+    one_to_two = jax.lax.bitcast_convert_type((bits >> 9) | jnp.uint32(0x3F800000), jnp.float32)
+    expected = -jnp.log(-jnp.log(jnp.maximum(one_to_two - 1.0, jnp.finfo(jnp.float32).tiny)))
+    np.testing.assert_array_equal(np.asarray(gumbel(key, num, jnp.float32)), expected[:num])

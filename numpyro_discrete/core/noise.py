@@ -27,13 +27,8 @@ def _rotate_left(x: jax.Array, distance: int) -> jax.Array:
     return (x << jnp.uint32(distance)) | (x >> jnp.uint32(32 - distance))
 
 
-def threefry_2x32(key_data: jax.Array, counters: jax.Array) -> jax.Array:
-    """
-    Threefry-2x32 of an even-length ``uint32`` counter vector under a ``(2,)`` ``uint32``
-    key, with the layout of :func:`jax.extend.random.threefry_2x32`: the first half of
-    `counters` are the first words of the blocks, the second half the second words, and
-    the output keeps that layout.
-    """
+def _threefry_words(key_data: jax.Array, counters: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """The two output words of Threefry-2x32 for the blocks ``(counters[:h], counters[h:])``."""
     half = counters.shape[0] // 2
     ks = (key_data[0], key_data[1], key_data[0] ^ key_data[1] ^ jnp.uint32(_KEY_PARITY))
     x0 = counters[:half] + ks[0]
@@ -45,7 +40,24 @@ def threefry_2x32(key_data: jax.Array, counters: jax.Array) -> jax.Array:
             x1 = _rotate_left(x1, distance) ^ x0
         x0 = x0 + ks[(group + 1) % 3]
         x1 = x1 + ks[(group + 2) % 3] + jnp.uint32(group + 1)
-    return jnp.concatenate([x0, x1])
+    return x0, x1
+
+
+def threefry_2x32(key_data: jax.Array, counters: jax.Array) -> jax.Array:
+    """
+    Threefry-2x32 of an even-length ``uint32`` counter vector under a ``(2,)`` ``uint32``
+    key, with the layout of :func:`jax.extend.random.threefry_2x32`: the first half of
+    `counters` are the first words of the blocks, the second half the second words, and
+    the output keeps that layout.
+    """
+    return jnp.concatenate(_threefry_words(key_data, counters))
+
+
+def _gumbel_from_bits(bits: jax.Array) -> jax.Array:
+    # 23 random mantissa bits: a float in [1, 2), shifted to [0, 1), as jax.random does
+    one_to_two = lax.bitcast_convert_type((bits >> 9) | jnp.uint32(0x3F800000), jnp.float32)
+    uniform = jnp.maximum(one_to_two - 1.0, jnp.finfo(jnp.float32).tiny)
+    return -jnp.log(-jnp.log(uniform))
 
 
 def _threefry_key_data(key: jax.Array) -> jax.Array | None:
@@ -66,8 +78,7 @@ def gumbel(key: jax.Array, num: int, dtype: jnp.dtype) -> jax.Array:
     if key_data is None or jnp.dtype(dtype) != jnp.float32:
         return random.gumbel(key, (num,), dtype)
     counters = jnp.arange(num + num % 2, dtype=jnp.uint32)
-    bits = threefry_2x32(key_data, counters)[:num]
-    # 23 random mantissa bits: a float in [1, 2), shifted to [0, 1), as jax.random does
-    one_to_two = lax.bitcast_convert_type((bits >> 9) | jnp.uint32(0x3F800000), jnp.float32)
-    uniform = jnp.maximum(one_to_two - 1.0, jnp.finfo(jnp.float32).tiny)
-    return -jnp.log(-jnp.log(uniform))
+    # each word is transformed before the halves are joined: joined first, XLA's fused loop
+    # would hash every block twice, once per output word
+    words = _threefry_words(key_data, counters)
+    return jnp.concatenate([_gumbel_from_bits(word) for word in words])[:num]
