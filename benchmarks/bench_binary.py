@@ -54,20 +54,27 @@ compilation into the sampling time. This script therefore
    ``jax.block_until_ready`` on the samples. The first chunk compiles the sampling loop;
    the others load it from the cache.
 
-With chunk times ``t_1..t_K``: **compile s** ``= t_1 - median(t_2..t_K)`` and
-**sampling s** ``= sum(t_2..t_K) + median(t_2..t_K)`` (chunk 1's sampling replaced by a
-typical compiled chunk). One exception: when the warmup is exactly one chunk long (as with
-the defaults and ``--quick``), numpyro's warmup loop is the very program of the sampling
-loop (same loop length, same collected fields), so it is compiled during the warmup and
-every chunk is a compiled run: then **compile s** ``= warmup s - median(t_2..t_K)`` and
-**sampling s** ``= sum(t_1..t_K)`` (``compiled_in_warmup`` in the JSON). In both cases
-compile s is the first run of the sampling program minus a typical compiled run of the
-same length (kernel initialisation included; a value near 0 or below means that
-compilation took less than the run-to-run noise of the chunks). Every chunk's time still
-includes numpyro's per-``run`` overhead (re-tracing the loop, loading the cached
-executable: about 0.2-0.5 s on two CPU cores), which is not removed: it understates the
-rate of the fastest samplers (LBP-1) a little. Every sample drawn counts in the metrics;
-the chain is continuous across chunks.
+With chunk times ``t_1..t_K``: **compile s** ``= t_1 - median(t_2..t_K)`` (chunk 1 is
+the first run of the sampling program). One exception: when the warmup is exactly one
+chunk long (as with the defaults and ``--quick``), numpyro's warmup loop is the very
+program of the sampling loop (same loop length, same collected fields), so it is compiled
+during the warmup: then **compile s** ``= warmup s - median(t_2..t_K)``
+(``compiled_in_warmup`` in the JSON). Either way compile s is the first run of the sampling
+program minus a typical compiled run of the same length (kernel initialisation included; a
+value near 0 or below means that compilation took less than the run-to-run noise).
+
+Every ``run`` also pays a fixed overhead whatever its length: numpyro re-traces its loop,
+JAX lowers it and loads the cached executable (about 0.3-1 s on two CPU cores, more for
+kernels with several compiled branches). To keep it out of the sampling rate, a probe
+``run`` of ``PROBE_DRAWS`` draws (10, or a tenth of a chunk if less) follows the chunks:
+one call compiles it, then ``PROBE_REPEATS`` (3) calls are timed. The fastest probe
+``t_p`` and the fastest compiled chunk ``min(t_2..t_K)`` of ``n`` draws (timing noise only
+adds, so the minima are the least disturbed) are solved for
+``t = overhead + draws * per_draw``:
+**run overhead s** is that overhead and **sampling s** ``= per_draw * draws`` over all the
+draws kept (when a chunk is not slower than the probe, as in ``--quick`` runs, sampling s
+is the chunks' whole time and run overhead s is NaN). The probe's own draws are not used;
+every chunk's draws count in the metrics, and the chain is continuous across chunks.
 
 On a shared machine the wall times are noisy; the JSON records the per-chunk times.
 
@@ -99,7 +106,7 @@ import statistics
 import subprocess
 import tempfile
 import time
-from typing import Any
+from typing import Any, NamedTuple
 import warnings
 
 import numpy as np
@@ -120,6 +127,10 @@ from benchmarks.targets import Target, bernoulli_target, ising_target
 
 DEFAULT_OUT_DIR = Path(__file__).resolve().parent / "results"
 SITE = "x"
+#: draws of the short run that measures numpyro's per-``run`` overhead
+PROBE_DRAWS = 10
+#: timed probe runs (after one that compiles); the fastest is used
+PROBE_REPEATS = 3
 GIBBS = "DiscreteGibbs"
 
 #: EJD of ALBP normalised by LBP-1 (same balancing), Sun, Dai and Schuurmans (2022):
@@ -257,6 +268,7 @@ class Row:
     compile_s: float
     sampling_s: float
     chunk_s: list[float]
+    run_overhead_s: float
     compiled_in_warmup: bool
     ess_min_per_s: float
     ess_hamming_per_s: float
@@ -312,6 +324,35 @@ def _chunk_timing(
     return chunk_s[0] - typical, sum(chunk_s[1:]) + typical
 
 
+class CallTiming(NamedTuple):
+    """Per-draw cost and per-``run`` overhead, from a typical chunk and a short probe run."""
+
+    seconds_per_draw: float
+    overhead_s: float
+
+
+def _call_timing(
+    chunk_s: Sequence[float], chunk_size: int, probe_s: float, probe_size: int
+) -> CallTiming:
+    """Two compiled runs of one sampler, ``t = overhead + draws * per_draw`` each: the
+    fastest compiled chunk and the fastest probe, solved for both unknowns."""
+    # the fastest of the compiled chunks and of the probes: timing noise only adds
+    typical = min(chunk_s[1:])
+    if typical <= probe_s:
+        # chunks too short to tell their draws from the noise of the overhead: the
+        # chunk's whole time counts as sampling, and the overhead stays unknown (NaN)
+        return CallTiming(typical / chunk_size, math.nan)
+    per_draw = (typical - probe_s) / (chunk_size - probe_size)
+    return CallTiming(per_draw, probe_s - probe_size * per_draw)
+
+
+def _timed_run(mcmc: MCMC, spec: "SamplerSpec") -> float:
+    start = time.perf_counter()
+    mcmc.run(mcmc.post_warmup_state.rng_key, extra_fields=spec.extra_fields)
+    jax.block_until_ready(mcmc.get_samples(group_by_chain=True)[SITE])
+    return time.perf_counter() - start
+
+
 def run_sampler(
     spec: SamplerSpec,
     target: Target,
@@ -342,14 +383,19 @@ def run_sampler(
 
     draws, extras, chunk_s = [], [], []
     for _ in range(num_chunks):
-        start = time.perf_counter()
-        mcmc.run(mcmc.post_warmup_state.rng_key, extra_fields=spec.extra_fields)
-        samples = jax.block_until_ready(mcmc.get_samples(group_by_chain=True)[SITE])
-        chunk_s.append(time.perf_counter() - start)
+        chunk_s.append(_timed_run(mcmc, spec))
+        samples = mcmc.get_samples(group_by_chain=True)[SITE]
         draws.append(np.asarray(samples).reshape(num_chains, chunk_size, -1))
         fields = mcmc.get_extra_fields(group_by_chain=True)
         extras.append({name: np.asarray(value) for name, value in fields.items()})
         mcmc.post_warmup_state = mcmc.last_state
+    # the probe: a run of a few draws from the last state, timed at its second call (the
+    # first compiles its program); its draws are not used
+    probe_size = max(1, min(PROBE_DRAWS, chunk_size // 10))
+    mcmc.num_samples = probe_size
+    _timed_run(mcmc, spec)
+    probe_s = min(_timed_run(mcmc, spec) for _ in range(PROBE_REPEATS))
+    calls = _call_timing(chunk_s, chunk_size, probe_s, probe_size)
     x = np.concatenate(draws, axis=1).astype(np.int8)  # (chains, draws, N)
     extra = {k: np.concatenate([e[k] for e in extras], axis=1) for k in spec.extra_fields}
 
@@ -361,7 +407,8 @@ def run_sampler(
     # numpyro's warmup loop has `num_warmup` steps and buffers for `chunk_size` draws: the
     # same program as a chunk when the two are equal
     compiled_in_warmup = num_warmup == chunk_size
-    compile_s, sampling_s = _chunk_timing(chunk_s, warmup_s, compiled_in_warmup)
+    compile_s = _chunk_timing(chunk_s, warmup_s, compiled_in_warmup)[0]
+    sampling_s = calls.seconds_per_draw * x.shape[1]
 
     def mean_of(field: str) -> float | None:
         return float(np.mean(extra[field])) if field in extra else None
@@ -387,6 +434,7 @@ def run_sampler(
         compile_s=compile_s,
         sampling_s=sampling_s,
         chunk_s=chunk_s,
+        run_overhead_s=calls.overhead_s,
         compiled_in_warmup=compiled_in_warmup,
         ess_min_per_s=_rate(ess_min, sampling_s),
         ess_hamming_per_s=_rate(ess_ham, sampling_s),
@@ -460,8 +508,9 @@ def markdown_report(rows: list[Row], ratios: list[dict[str, Any]], settings: dic
         f"numpyro {numpyro.__version__}.",
         "",
         "| target | sampler | draws | acc | R | EJD | ESS mean | ESS min | ESS Ham. "
-        "| compile s | sampling s | minESS/s | HamESS/s | x Gibbs (min) | x Gibbs (Ham.) |",
-        "|" + "---|" * 15,
+        "| compile s | run overhead s | sampling s | minESS/s | HamESS/s | x Gibbs (min) "
+        "| x Gibbs (Ham.) |",
+        "|" + "---|" * 16,
     ]
     for row in rows:
         cells = [
@@ -475,6 +524,7 @@ def markdown_report(rows: list[Row], ratios: list[dict[str, Any]], settings: dic
             _fmt(row.ess_min, 4),
             _fmt(row.ess_hamming, 4),
             _fmt(row.compile_s),
+            _fmt(row.run_overhead_s),
             _fmt(row.sampling_s),
             _fmt(row.ess_min_per_s),
             _fmt(row.ess_hamming_per_s),
@@ -680,7 +730,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 )
                 print(
                     f"[{target.name}] {spec.name}: {row.sampling_s:.1f} s sampling, "
-                    f"{row.compile_s:.1f} s compile, ESS min {row.ess_min:.1f}",
+                    f"{row.compile_s:.1f} s compile, {row.run_overhead_s:.2f} s per run, "
+                    f"ESS min {row.ess_min:.1f}",
                     flush=True,
                 )
                 rows.append(row)
@@ -693,9 +744,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     result = {
         "settings": settings,
         "environment": environment(),
-        "timing": "t_k the wall time of chunk k; compile_s = t_1 - median(t_2..t_K) and "
-        "sampling_s = sum(t_2..t_K) + median(t_2..t_K), or, when compiled_in_warmup, "
-        "compile_s = warmup_s - median(t_2..t_K) and sampling_s = sum(t_1..t_K) (see the "
+        "timing": "t_k the wall time of chunk k of n draws, t_p of the probe of p draws; "
+        "compile_s = t_1 - median(t_2..t_K) (warmup_s - median(t_2..t_K) when "
+        "compiled_in_warmup); per_draw = (min(t_2..t_K) - t_p) / (n - p) with t_p the "
+        "fastest of the probes, "
+        "run_overhead_s = t_p - p * per_draw, sampling_s = per_draw * draws (see the "
         "module docstring)",
         "rows": [asdict(row) for row in rows],
         "ejd_ratios": ratios,
