@@ -179,7 +179,15 @@ def test_paper_suite_quick(tmp_path):
     command = [sys.executable, "-m", "benchmarks.paper", "--quick", "--out-dir", str(tmp_path)]
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    for name in ("efficiency.png", "scaling.png", "efficiency.md", "scaling.md", "table.md"):
+    for name in (
+        "efficiency.png",
+        "scaling.png",
+        "efficiency.md",
+        "scaling.md",
+        "table.md",
+        "rbm_pcd.md",
+        "rbm_pcd.png",
+    ):
         assert (tmp_path / name).stat().st_size > 0
     efficiency = json.loads((tmp_path / "efficiency.json").read_text())
     assert len(efficiency["summaries"]) == 8  # 4 targets x (LBP, RWM)
@@ -201,4 +209,4 @@ def test_paper_suite_quick(tmp_path):
         if row["sampler"].endswith("-1"):
             assert row["scale"] == 1.0
     suite = json.loads((tmp_path / "suite.json").read_text())
-    assert set(suite["seconds"]) == {"efficiency", "scaling", "table"}
+    assert set(suite["seconds"]) == {"efficiency", "scaling", "table", "rbm_pcd"}
