@@ -94,35 +94,36 @@ in ``--out-dir`` (default ``benchmarks/results``).
 """
 
 import argparse
-from collections.abc import Callable, Iterator, Sequence
-import contextlib
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 import json
 import math
 import os
 from pathlib import Path
-import platform
-import statistics
-import subprocess
-import tempfile
 import time
 from typing import Any, NamedTuple
-import warnings
 
 import numpy as np
 
 import jax
 from jax import random
-from jax.experimental.compilation_cache import compilation_cache
 
 import numpyro
-from numpyro.diagnostics import effective_sample_size
 from numpyro.infer import MCMC, DiscreteGibbs
 from numpyro.infer.mcmc import MCMCKernel
 
-import numpyro_discrete
 from numpyro_discrete import ALBP, LBP
 
+from benchmarks.measurement import (
+    chunk_timing,
+    coordinate_ess,
+    environment,
+    expected_jump_distance,
+    fmt,
+    fresh_compilation_cache,
+    hamming_ess,
+    json_ready,
+)
 from benchmarks.targets import Target, bernoulli_target, ising_target
 
 DEFAULT_OUT_DIR = Path(__file__).resolve().parent / "results"
@@ -276,52 +277,11 @@ class Row:
     ess_hamming_per_s_vs_gibbs: float | None = None
 
 
-# --- metrics ------------------------------------------------------------------------------
-
-
-def expected_jump_distance(draws: np.ndarray) -> float:
-    """Mean Hamming distance between consecutive draws ``(chains, draws, N)``."""
-    return float(np.mean(np.sum(draws[:, 1:] != draws[:, :-1], axis=-1)))
-
-
-def coordinate_ess(draws: np.ndarray, block: int = 256) -> np.ndarray:
-    """ESS of every coordinate of ``(chains, draws, N)`` draws, in blocks of coordinates
-    to bound the memory of the float64 copy; NaN/inf where a coordinate never moved."""
-    num_coords = draws.shape[-1]
-    blocks = []
-    with np.errstate(divide="ignore", invalid="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        for start in range(0, num_coords, block):
-            chunk = draws[..., start : start + block].astype(np.float64)
-            blocks.append(np.asarray(effective_sample_size(chunk)))
-    return np.concatenate(blocks)
-
-
-def hamming_ess(draws: np.ndarray, reference: np.ndarray) -> float:
-    """ESS of the Hamming distance of each draw to the fixed `reference` state."""
-    distance = np.sum(draws != reference, axis=-1).astype(np.float64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return float(effective_sample_size(distance))
-
-
 def _rate(ess: float, seconds: float) -> float:
     return ess / seconds if seconds > 0 else math.nan
 
 
 # --- running ------------------------------------------------------------------------------
-
-
-def _chunk_timing(
-    chunk_s: Sequence[float], warmup_s: float, compiled_in_warmup: bool
-) -> tuple[float, float]:
-    """``(compile_s, sampling_s)`` from the wall times of the warmup and the chunks: the
-    first run of the sampling program (the warmup if it is the same program, otherwise
-    the first chunk) minus a typical compiled chunk, and the sampling time of every chunk
-    at the compiled rate."""
-    typical = statistics.median(chunk_s[1:])
-    if compiled_in_warmup:
-        return warmup_s - typical, sum(chunk_s)
-    return chunk_s[0] - typical, sum(chunk_s[1:]) + typical
 
 
 class CallTiming(NamedTuple):
@@ -407,7 +367,7 @@ def run_sampler(
     # numpyro's warmup loop has `num_warmup` steps and buffers for `chunk_size` draws: the
     # same program as a chunk when the two are equal
     compiled_in_warmup = num_warmup == chunk_size
-    compile_s = _chunk_timing(chunk_s, warmup_s, compiled_in_warmup)[0]
+    compile_s = chunk_timing(chunk_s, warmup_s, compiled_in_warmup)[0]
     sampling_s = calls.seconds_per_draw * x.shape[1]
 
     def mean_of(field: str) -> float | None:
@@ -485,16 +445,6 @@ def ejd_ratios(rows: list[Row]) -> list[dict[str, Any]]:
 # --- reporting ----------------------------------------------------------------------------
 
 
-def _fmt(value: float | None, digits: int = 3) -> str:
-    if value is None:
-        return "n/a"
-    if not math.isfinite(value):
-        return str(value)
-    if abs(value) >= 1000:
-        return f"{value:.0f}"
-    return f"{value:.{digits}g}"
-
-
 def markdown_report(rows: list[Row], ratios: list[dict[str, Any]], settings: dict) -> str:
     """The two markdown tables, with a header line on the settings."""
     lines = [
@@ -517,19 +467,19 @@ def markdown_report(rows: list[Row], ratios: list[dict[str, Any]], settings: dic
             row.target,
             row.sampler,
             str(row.num_chains * row.num_samples),
-            _fmt(row.acceptance),
-            _fmt(row.final_R, 4),
-            _fmt(row.ejd, 4),
-            _fmt(row.ess_mean, 4),
-            _fmt(row.ess_min, 4),
-            _fmt(row.ess_hamming, 4),
-            _fmt(row.compile_s),
-            _fmt(row.run_overhead_s),
-            _fmt(row.sampling_s),
-            _fmt(row.ess_min_per_s),
-            _fmt(row.ess_hamming_per_s),
-            _fmt(row.ess_min_per_s_vs_gibbs),
-            _fmt(row.ess_hamming_per_s_vs_gibbs),
+            fmt(row.acceptance),
+            fmt(row.final_R, 4),
+            fmt(row.ejd, 4),
+            fmt(row.ess_mean, 4),
+            fmt(row.ess_min, 4),
+            fmt(row.ess_hamming, 4),
+            fmt(row.compile_s),
+            fmt(row.run_overhead_s),
+            fmt(row.sampling_s),
+            fmt(row.ess_min_per_s),
+            fmt(row.ess_hamming_per_s),
+            fmt(row.ess_min_per_s_vs_gibbs),
+            fmt(row.ess_hamming_per_s_vs_gibbs),
         ]
         lines.append("| " + " | ".join(cells) + " |")
     lines += [
@@ -546,10 +496,10 @@ def markdown_report(rows: list[Row], ratios: list[dict[str, Any]], settings: dic
         cells = [
             item["target"],
             item["balancing"],
-            _fmt(item["ejd_albp"], 4),
-            _fmt(item["ejd_lbp1"], 4),
-            _fmt(item["ratio"], 4),
-            _fmt(item["paper"], 4),
+            fmt(item["ejd_albp"], 4),
+            fmt(item["ejd_lbp1"], 4),
+            fmt(item["ratio"], 4),
+            fmt(item["paper"], 4),
             "n/a" if relative is None else f"{relative:+.1%}",
             "n/a" if within is None else ("yes" if within else "no"),
         ]
@@ -557,76 +507,7 @@ def markdown_report(rows: list[Row], ratios: list[dict[str, Any]], settings: dic
     return "\n".join(lines) + "\n"
 
 
-def _json_ready(value: Any) -> Any:
-    """Non-finite floats as strings, so that the file stays strict JSON."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    if isinstance(value, dict):
-        return {k: _json_ready(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_json_ready(v) for v in value]
-    return value
-
-
 # --- entry point --------------------------------------------------------------------------
-
-
-_CACHE_OPTIONS = {
-    "jax_compilation_cache_dir": None,  # set to the temporary directory
-    "jax_persistent_cache_min_compile_time_secs": 0.0,
-    "jax_persistent_cache_min_entry_size_bytes": -1,
-}
-
-
-@contextlib.contextmanager
-def fresh_compilation_cache() -> Iterator[str]:
-    """JAX's persistent compilation cache in a new temporary directory, caching every
-    program; the previous settings are restored and the directory deleted on exit."""
-    previous = {name: getattr(jax.config, name) for name in _CACHE_OPTIONS}
-    with tempfile.TemporaryDirectory(prefix="bench_binary_jax_cache_") as path:
-        try:
-            for name, value in _CACHE_OPTIONS.items():
-                jax.config.update(name, path if value is None else value)
-            # the cache is switched on or off at the first compilation of the process
-            compilation_cache.reset_cache()
-            yield path
-        finally:
-            for name, value in previous.items():
-                jax.config.update(name, value)
-            compilation_cache.reset_cache()
-
-
-def _git_revision() -> str | None:
-    """The repository's commit, with ``+dirty`` for uncommitted changes to the package."""
-    root = Path(__file__).resolve().parents[1]
-
-    def git(*args: str) -> str:
-        out = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True)
-        out.check_returncode()
-        return out.stdout.strip()
-
-    try:
-        commit = git("rev-parse", "HEAD")
-        dirty = git("status", "--porcelain", "--", "numpyro_discrete")
-    except (OSError, subprocess.CalledProcessError):
-        return None
-    return commit + ("+dirty" if dirty else "")
-
-
-def environment() -> dict[str, Any]:
-    """Versions, commit, platform and machine load, recorded in every benchmark's JSON
-    (the load average counts the benchmark itself: about 1 on an otherwise idle machine)."""
-    return {
-        "jax": jax.__version__,
-        "numpyro": numpyro.__version__,
-        "numpyro_discrete": numpyro_discrete.__version__,
-        "git_revision": _git_revision(),
-        "python": platform.python_version(),
-        "machine": platform.machine(),
-        "backend": jax.default_backend(),
-        "cpu_count": os.cpu_count(),
-        "load_average_1m_5m_15m": list(os.getloadavg()),
-    }
 
 
 def build_targets(
@@ -754,9 +635,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "ejd_ratios": ratios,
     }
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    (args.out_dir / "bench_binary.json").write_text(
-        json.dumps(_json_ready(result), indent=2) + "\n"
-    )
+    (args.out_dir / "bench_binary.json").write_text(json.dumps(json_ready(result), indent=2) + "\n")
     (args.out_dir / "bench_binary.md").write_text(report)
     return result
 

@@ -84,14 +84,14 @@ from numpyro.infer.mcmc import MCMCKernel
 
 from numpyro_discrete import ALBP, LBPGibbs
 
-from benchmarks.bench_binary import (
-    _chunk_timing,
-    _fmt,
-    _json_ready,
+from benchmarks.measurement import (
+    chunk_timing,
     coordinate_ess,
     environment,
+    fmt,
     fresh_compilation_cache,
     hamming_ess,
+    json_ready,
 )
 from benchmarks.targets import fhmm_data, fhmm_enumerated_model, fhmm_model
 
@@ -255,7 +255,7 @@ def run_method(
         for name in moves:
             moves[name].append(np.asarray(fields[name]))
         mcmc.post_warmup_state = mcmc.last_state
-    row.compile_s, row.sampling_s = _chunk_timing(chunk_s, row.warmup_s, num_warmup == chunk)
+    row.compile_s, row.sampling_s = chunk_timing(chunk_s, row.warmup_s, num_warmup == chunk)
     row.num_samples = chunk * len(chunk_s)
     if moves:
         row.discrete_accept_prob = float(np.concatenate(moves["accept_prob"]).mean())
@@ -296,18 +296,18 @@ def markdown_report(rows: Sequence[Row], settings: dict[str, Any]) -> str:
             row.method,
             row.status if row.status == "ok" else f"{row.status} ({row.note})",
             str(row.num_samples) if ok else "-",
-            _fmt(row.step_s, 3),
-            _fmt(row.compile_s),
-            _fmt(row.sampling_s),
-            _fmt(row.ess_w_min, 4),
-            _fmt(row.ess_x_min, 4),
-            _fmt(row.ess_x_hamming, 4),
-            _fmt(row.ess_w_per_s),
-            _fmt(row.ess_x_min_per_s),
-            _fmt(row.ess_x_hamming_per_s),
-            _fmt(row.w_per_s_vs_best_gibbs),
-            _fmt(row.discrete_accept_prob),
-            _fmt(row.mean_num_flips),
+            fmt(row.step_s, 3),
+            fmt(row.compile_s),
+            fmt(row.sampling_s),
+            fmt(row.ess_w_min, 4),
+            fmt(row.ess_x_min, 4),
+            fmt(row.ess_x_hamming, 4),
+            fmt(row.ess_w_per_s),
+            fmt(row.ess_x_min_per_s),
+            fmt(row.ess_x_hamming_per_s),
+            fmt(row.w_per_s_vs_best_gibbs),
+            fmt(row.discrete_accept_prob),
+            fmt(row.mean_num_flips),
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
@@ -390,7 +390,7 @@ def write_results(
         "rows": [asdict(row) for row in rows],
     }
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / f"{stem}.json").write_text(json.dumps(_json_ready(result), indent=2) + "\n")
+    (out_dir / f"{stem}.json").write_text(json.dumps(json_ready(result), indent=2) + "\n")
     (out_dir / f"{stem}.md").write_text(markdown_report(rows, settings))
     return result
 

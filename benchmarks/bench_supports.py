@@ -60,13 +60,10 @@ from benchmarks.bench_binary import (
     GIBBS,
     Row,
     SamplerSpec,
-    _fmt,
-    _json_ready,
     add_gibbs_ratios,
-    environment,
-    fresh_compilation_cache,
     run_sampler,
 )
+from benchmarks.measurement import environment, fmt, fresh_compilation_cache, json_ready
 from benchmarks.targets import Target
 
 POTTS_COLOURS = 3
@@ -188,18 +185,18 @@ def markdown_report(rows: list[Row], modes: dict[str, dict], settings: dict) -> 
             row.sampler,
             modes.get((row.target, row.sampler), "n/a"),
             str(steps),
-            _fmt(row.acceptance),
-            _fmt(row.final_R, 4),
-            _fmt(row.ejd, 4),
-            _fmt(row.ess_min, 4),
-            _fmt(row.ess_hamming, 4),
-            _fmt(1e3 * row.sampling_s / steps),
-            _fmt(row.compile_s),
-            _fmt(row.sampling_s),
-            _fmt(row.ess_min_per_s),
-            _fmt(row.ess_hamming_per_s),
-            _fmt(row.ess_min_per_s_vs_gibbs),
-            _fmt(row.ess_hamming_per_s_vs_gibbs),
+            fmt(row.acceptance),
+            fmt(row.final_R, 4),
+            fmt(row.ejd, 4),
+            fmt(row.ess_min, 4),
+            fmt(row.ess_hamming, 4),
+            fmt(1e3 * row.sampling_s / steps),
+            fmt(row.compile_s),
+            fmt(row.sampling_s),
+            fmt(row.ess_min_per_s),
+            fmt(row.ess_hamming_per_s),
+            fmt(row.ess_min_per_s_vs_gibbs),
+            fmt(row.ess_hamming_per_s_vs_gibbs),
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
@@ -293,7 +290,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     }
     args.out_dir.mkdir(parents=True, exist_ok=True)
     (args.out_dir / "bench_supports.json").write_text(
-        json.dumps(_json_ready(result), indent=2) + "\n"
+        json.dumps(json_ready(result), indent=2) + "\n"
     )
     (args.out_dir / "bench_supports.md").write_text(report)
     return result

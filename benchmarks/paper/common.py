@@ -32,9 +32,7 @@ import datetime
 import functools
 import json
 import math
-import os
 from pathlib import Path
-import platform
 import time
 from typing import Any
 
@@ -48,6 +46,7 @@ from numpyro_discrete.core import adaptation, path
 from numpyro_discrete.core.balancing import get_balancing
 from numpyro_discrete.core.local_ratios import binary_neighbourhood, gradient_local_fn
 
+from benchmarks import measurement
 from benchmarks.paper import rwm
 from benchmarks.targets import (
     BinaryTarget,
@@ -558,18 +557,10 @@ def run_sweep(
 
 
 def environment() -> dict[str, Any]:
-    """Versions and machine, recorded beside every result."""
-    import numpyro
-
-    return {
-        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "jax": jax.__version__,
-        "numpyro": numpyro.__version__,
-        "python": platform.python_version(),
-        "machine": platform.machine(),
-        "cpu_count": os.cpu_count(),
-        "backend": jax.default_backend(),
-    }
+    """Versions, commit, machine and load (:func:`benchmarks.measurement.environment`),
+    dated, recorded beside every result."""
+    now = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    return {"date": now, **measurement.environment()}
 
 
 def _json_ready(value: Any) -> Any:

@@ -99,7 +99,7 @@ from numpyro_discrete.core import adaptation, path
 from numpyro_discrete.core.balancing import get_balancing
 from numpyro_discrete.core.local_ratios import binary_neighbourhood, gradient_local_fn
 
-from benchmarks.bench_binary import _json_ready, environment
+from benchmarks.measurement import environment, json_ready
 
 matplotlib.use("Agg")
 
@@ -822,7 +822,7 @@ def write_report(report: dict[str, Any], args: argparse.Namespace) -> dict[str, 
     args.out_dir.mkdir(parents=True, exist_ok=True)
     plot(runs, report["summary"], args, args.out_dir / "rbm_pcd.png")
     (args.out_dir / "rbm_pcd.md").write_text(table)
-    (args.out_dir / "rbm_pcd.json").write_text(json.dumps(_json_ready(report), indent=1))
+    (args.out_dir / "rbm_pcd.json").write_text(json.dumps(json_ready(report), indent=1))
     print(f"total {report['total_seconds']:.0f} s; wrote {args.out_dir}/rbm_pcd.{{json,md,png}}")
     return report
 

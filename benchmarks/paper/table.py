@@ -28,7 +28,7 @@ import numpy as np
 
 from jax import random
 
-from benchmarks.bench_binary import coordinate_ess, expected_jump_distance, hamming_ess
+from benchmarks.measurement import coordinate_ess, expected_jump_distance, hamming_ess
 from benchmarks.paper.common import (
     OPTIMAL_ACCEPT,
     TARGET_KINDS,

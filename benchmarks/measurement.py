@@ -1,0 +1,161 @@
+"""What every benchmark measures and records: ESS and EJD of discrete draws, the split of
+wall time into compilation and sampling, a fresh persistent compilation cache, the
+environment of a run, and number formatting for the markdown tables and strict JSON."""
+
+from collections.abc import Iterator, Sequence
+import contextlib
+import math
+import os
+from pathlib import Path
+import platform
+import statistics
+import subprocess
+import tempfile
+from typing import Any
+import warnings
+
+import numpy as np
+
+import jax
+from jax.experimental.compilation_cache import compilation_cache
+
+import numpyro
+from numpyro.diagnostics import effective_sample_size
+
+import numpyro_discrete
+
+__all__ = [
+    "chunk_timing",
+    "coordinate_ess",
+    "environment",
+    "expected_jump_distance",
+    "fmt",
+    "fresh_compilation_cache",
+    "hamming_ess",
+    "json_ready",
+]
+
+# --- metrics ------------------------------------------------------------------------------
+
+
+def expected_jump_distance(draws: np.ndarray) -> float:
+    """Mean Hamming distance between consecutive draws ``(chains, draws, N)``."""
+    return float(np.mean(np.sum(draws[:, 1:] != draws[:, :-1], axis=-1)))
+
+
+def coordinate_ess(draws: np.ndarray, block: int = 256) -> np.ndarray:
+    """ESS of every coordinate of ``(chains, draws, N)`` draws, in blocks of coordinates
+    to bound the memory of the float64 copy; NaN/inf where a coordinate never moved."""
+    num_coords = draws.shape[-1]
+    blocks = []
+    with np.errstate(divide="ignore", invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for start in range(0, num_coords, block):
+            chunk = draws[..., start : start + block].astype(np.float64)
+            blocks.append(np.asarray(effective_sample_size(chunk)))
+    return np.concatenate(blocks)
+
+
+def hamming_ess(draws: np.ndarray, reference: np.ndarray) -> float:
+    """ESS of the Hamming distance of each draw to the fixed `reference` state."""
+    distance = np.sum(draws != reference, axis=-1).astype(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return float(effective_sample_size(distance))
+
+
+# --- timing -------------------------------------------------------------------------------
+
+
+def chunk_timing(
+    chunk_s: Sequence[float], warmup_s: float, compiled_in_warmup: bool
+) -> tuple[float, float]:
+    """``(compile_s, sampling_s)`` from the wall times of the warmup and the chunks: the
+    first run of the sampling program (the warmup if it is the same program, otherwise
+    the first chunk) minus a typical compiled chunk, and the sampling time of every chunk
+    at the compiled rate."""
+    typical = statistics.median(chunk_s[1:])
+    if compiled_in_warmup:
+        return warmup_s - typical, sum(chunk_s)
+    return chunk_s[0] - typical, sum(chunk_s[1:]) + typical
+
+
+_CACHE_OPTIONS = {
+    "jax_compilation_cache_dir": None,  # set to the temporary directory
+    "jax_persistent_cache_min_compile_time_secs": 0.0,
+    "jax_persistent_cache_min_entry_size_bytes": -1,
+}
+
+
+@contextlib.contextmanager
+def fresh_compilation_cache() -> Iterator[str]:
+    """JAX's persistent compilation cache in a new temporary directory, caching every
+    program; the previous settings are restored and the directory deleted on exit."""
+    previous = {name: getattr(jax.config, name) for name in _CACHE_OPTIONS}
+    with tempfile.TemporaryDirectory(prefix="benchmarks_jax_cache_") as path:
+        try:
+            for name, value in _CACHE_OPTIONS.items():
+                jax.config.update(name, path if value is None else value)
+            # the cache is switched on or off at the first compilation of the process
+            compilation_cache.reset_cache()
+            yield path
+        finally:
+            for name, value in previous.items():
+                jax.config.update(name, value)
+            compilation_cache.reset_cache()
+
+
+def _git_revision() -> str | None:
+    """The repository's commit, with ``+dirty`` for uncommitted changes to the package."""
+    root = Path(__file__).resolve().parents[1]
+
+    def git(*args: str) -> str:
+        out = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True)
+        out.check_returncode()
+        return out.stdout.strip()
+
+    try:
+        commit = git("rev-parse", "HEAD")
+        dirty = git("status", "--porcelain", "--", "numpyro_discrete")
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return commit + ("+dirty" if dirty else "")
+
+
+def environment() -> dict[str, Any]:
+    """Versions, commit, platform and machine load, recorded in every benchmark's JSON
+    (the load average counts the benchmark itself: about 1 on an otherwise idle machine)."""
+    return {
+        "jax": jax.__version__,
+        "numpyro": numpyro.__version__,
+        "numpyro_discrete": numpyro_discrete.__version__,
+        "git_revision": _git_revision(),
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "backend": jax.default_backend(),
+        "cpu_count": os.cpu_count(),
+        "load_average_1m_5m_15m": list(os.getloadavg()),
+    }
+
+
+# --- reporting ----------------------------------------------------------------------------
+
+
+def fmt(value: float | None, digits: int = 3) -> str:
+    if value is None:
+        return "n/a"
+    if not math.isfinite(value):
+        return str(value)
+    if abs(value) >= 1000:
+        return f"{value:.0f}"
+    return f"{value:.{digits}g}"
+
+
+def json_ready(value: Any) -> Any:
+    """Non-finite floats as strings, so that the file stays strict JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: json_ready(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [json_ready(v) for v in value]
+    return value
