@@ -11,7 +11,7 @@ library does not ship. One step from ``x``:
 
 As in :mod:`numpyro_discrete.core.path`, one compiled step serves every ``R`` up to a static
 maximum: the subset is drawn by a top-k of a static size, the smallest of `buckets` that is
-``>= R``, chosen by :func:`jax.lax.switch`.
+``>= R``, chosen by :func:`~numpyro_discrete.core.path.bucket_switch`.
 """
 
 from collections.abc import Callable, Sequence
@@ -23,9 +23,9 @@ import jax.numpy as jnp
 from jax.scipy.special import gammaln
 
 from numpyro_discrete.core.noise import gumbel
+from numpyro_discrete.core.path import PathInfo, bucket_switch
 
 __all__ = [
-    "RWMInfo",
     "RWMState",
     "build_kernel",
     "init",
@@ -45,20 +45,6 @@ class RWMState(NamedTuple):
 
     position: jax.Array
     log_density: jax.Array
-
-
-class RWMInfo(NamedTuple):
-    """
-    - **acceptance_rate** - ``min(1, A)`` of this step's proposal.
-    - **is_accepted** - whether the proposal was accepted.
-    - **path_length** - ``R``, the number of coordinates flipped by the proposal.
-    - **num_changed** - number of coordinates that changed value (0 if rejected).
-    """
-
-    acceptance_rate: jax.Array
-    is_accepted: jax.Array
-    path_length: jax.Array
-    num_changed: jax.Array
 
 
 def init(position: jax.Array, log_density_fn: LogDensity) -> RWMState:
@@ -102,13 +88,15 @@ def log_accept_prob(log_density_x: jax.Array, log_density_y: jax.Array) -> jax.A
 
 def build_kernel(
     buckets: Sequence[int],
-) -> Callable[[jax.Array, RWMState, LogDensity, jax.Array], tuple[RWMState, RWMInfo]]:
+) -> Callable[[jax.Array, RWMState, LogDensity, jax.Array], tuple[RWMState, PathInfo]]:
     """
     The RWM-R transition kernel.
 
     :param buckets: increasing static top-k sizes; every step's ``R`` must be at most
         ``buckets[-1]`` (and at most ``N``).
-    :return: ``kernel(rng_key, state, log_density_fn, path_length) -> (state, info)``.
+    :return: ``kernel(rng_key, state, log_density_fn, path_length) -> (state, info)``, the
+        info the LBP core reports (:class:`~numpyro_discrete.core.path.PathInfo`; its
+        ``path_length`` is the number of coordinates flipped).
     """
     buckets = tuple(buckets)
 
@@ -117,15 +105,12 @@ def build_kernel(
         state: RWMState,
         log_density_fn: LogDensity,
         path_length: jax.Array,
-    ) -> tuple[RWMState, RWMInfo]:
+    ) -> tuple[RWMState, PathInfo]:
         key_flips, key_accept = random.split(rng_key)
         x = state.position
         branches = [lambda key, k=k: sample_flips(key, x.shape[0], path_length, k) for k in buckets]
-        if len(branches) == 1:
-            flips = branches[0](key_flips)
-        else:
-            bucket = jnp.searchsorted(jnp.asarray(buckets), path_length)
-            flips = lax.switch(bucket, branches, key_flips)
+        bucket = jnp.searchsorted(jnp.asarray(buckets), path_length)
+        flips = bucket_switch(bucket, branches, key_flips)
         # Alg. 3, line 7
         y = jnp.where(flips, 1 - x, x).astype(x.dtype)
         log_p_y = jnp.asarray(log_density_fn(y), state.log_density.dtype)
@@ -134,7 +119,7 @@ def build_kernel(
         is_accepted = jnp.log(random.uniform(key_accept)) < log_accept
         new_state = lax.cond(is_accepted, lambda: RWMState(y, log_p_y), lambda: state)
         num_changed = jnp.where(is_accepted, path_length, 0)
-        info = RWMInfo(jnp.exp(log_accept), is_accepted, path_length, num_changed)
+        info = PathInfo(jnp.exp(log_accept), is_accepted, path_length, num_changed)
         return new_state, info
 
     return kernel

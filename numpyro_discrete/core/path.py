@@ -40,6 +40,7 @@ __all__ = [
     "PathState",
     "Path",
     "apply_path",
+    "bucket_switch",
     "build_kernel",
     "init",
     "path_from_coords",
@@ -254,7 +255,7 @@ def build_kernel(
             return branch
 
         bucket = jnp.searchsorted(jnp.asarray(buckets), path_length)
-        y, log_q_forward, padded = _switch(bucket, [forward(k) for k in buckets], key_path)
+        y, log_q_forward, padded = bucket_switch(bucket, [forward(k) for k in buckets], key_path)
 
         log_p_y, log_ratios_y = local_fn(y)
         log_w_y = log_weights(log_balancing, log_ratios_y)
@@ -266,7 +267,7 @@ def build_kernel(
 
             return branch
 
-        log_q_reverse = _switch(bucket, [reverse(k) for k in buckets], padded)
+        log_q_reverse = bucket_switch(bucket, [reverse(k) for k in buckets], padded)
         # Alg. 1, M-H test. An undefined potential at y, or a path through zero-weight
         # coordinates (possible only when R exceeds the coordinates of positive weight),
         # rejects rather than letting NaN or inf reach the state.
@@ -288,8 +289,9 @@ def build_kernel(
     return kernel
 
 
-def _switch(index: jax.Array, branches: list[Callable], operand: Any) -> Any:
-    """`lax.switch`, or the only branch when there is one (no dispatch to compile)."""
+def bucket_switch(index: jax.Array, branches: list[Callable], operand: Any) -> Any:
+    """The branch of the top-k bucket `index` (:func:`lax.switch`), or the only branch when
+    there is one (no dispatch to compile)."""
     if len(branches) == 1:
         return branches[0](operand)
     return lax.switch(index, branches, operand)
