@@ -26,6 +26,8 @@ coordinates when ``R << N``.
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
+import numpy as np
+
 import jax
 from jax import lax, random
 import jax.numpy as jnp
@@ -42,7 +44,9 @@ __all__ = [
     "apply_path",
     "bucket_switch",
     "build_kernel",
+    "cumulative_sum",
     "init",
+    "off_path_log_mass",
     "path_from_coords",
     "path_log_prob",
     "reverse_path",
@@ -133,7 +137,7 @@ def sample_path(rng_key: jax.Array, log_w: jax.Array, path_length: jax.Array, le
     num_coords, num_candidates = log_w.shape
     # Alg. 1, lines 3-5: sequential draws without replacement == Gumbel-top-R, ordered.
     perturbed = _coordinate_log_weights(log_w) + gumbel(key_coords, num_coords, log_w.dtype)
-    coords = lax.top_k(perturbed, length)[1]
+    coords = _top_k_indices(perturbed, path_length, length)
     if num_candidates == 1:
         choices = jnp.zeros(length, dtype=jnp.int32)
     else:
@@ -143,7 +147,31 @@ def sample_path(rng_key: jax.Array, log_w: jax.Array, path_length: jax.Array, le
     return path_from_coords(coords, choices, path_length, num_coords)
 
 
-def path_log_prob(log_w: jax.Array, path: Path, reverse: bool = False) -> jax.Array:
+# Top-k sizes within a bucket of size k: k/2 + k/8, k/2 + 2k/8, ..., k. XLA's CPU top-k is a
+# partial sort whose cost grows with k, so the winners beyond R are kept to at most k/8.
+_TOP_K_STEPS = 8
+
+
+def _top_k_indices(keys: jax.Array, num_winners: jax.Array, length: int) -> jax.Array:
+    """Indices of the `length` largest `keys`, of which the first `num_winners` are exact
+    and in decreasing order; the rest are padding (zeros) when a smaller top-k sufficed."""
+    steps = range(1, _TOP_K_STEPS + 1)
+    sizes = {length // 2 + (length * j) // (2 * _TOP_K_STEPS) for j in steps} | {length}
+    sizes = sorted(size for size in sizes if 1 <= size <= min(length, keys.shape[0]))
+
+    def top(size: int) -> Callable[[jax.Array], jax.Array]:
+        return lambda keys: jnp.pad(lax.top_k(keys, size)[1], (0, length - size))
+
+    index = jnp.searchsorted(jnp.asarray(sizes), num_winners)
+    return bucket_switch(index, [top(size) for size in sizes], keys)
+
+
+def path_log_prob(
+    log_w: jax.Array,
+    path: Path,
+    reverse: bool = False,
+    log_off_path: jax.Array | None = None,
+) -> jax.Array:
     """
     Log-probability of drawing `path` by :func:`sample_path` under the weights `log_w`.
 
@@ -153,23 +181,56 @@ def path_log_prob(log_w: jax.Array, path: Path, reverse: bool = False) -> jax.Ar
     :param log_w: ``(N, M)`` log weights at the path's start state.
     :param path: the path.
     :param reverse: visiting order.
+    :param log_off_path: ``log`` of the total coordinate weight off the path, if already
+        computed (see :func:`off_path_log_mass`).
     """
     log_w_coord = _coordinate_log_weights(log_w)
     log_w_path = jnp.where(path.active, log_w_coord[path.coords], -jnp.inf)
-    # Mass of the coordinates off the path: a sum of positive terms, never ``T - S``, so no
-    # cancellation when the path holds most of the weight.
-    log_off_path = logsumexp(jnp.where(path.on_path, -jnp.inf, log_w_coord))
+    if log_off_path is None:
+        log_off_path = off_path_log_mass(log_w_coord, path.on_path)
     # Eq. 5: coordinate r is drawn among those not visited before it. Forward, those are
     # u_r..u_R (a reverse cumulative sum); reverse, u_1..u_r (a forward cumulative sum).
     # Linear-space sums after a shift by the largest term: XLA's cumulative log-sum-exp is
     # two orders of magnitude slower on CPU.
     shift = jnp.maximum(log_off_path, jnp.max(log_w_path))
     shift = jnp.where(jnp.isfinite(shift), lax.stop_gradient(shift), 0.0)
-    on_path_left = lax.cumsum(jnp.exp(log_w_path - shift), reverse=not reverse)
+    on_path_left = cumulative_sum(jnp.exp(log_w_path - shift), reverse=not reverse)
     log_remaining = jnp.log(jnp.exp(log_off_path - shift) + on_path_left) + shift
     log_w_choice = log_w[path.coords, path.choices]
     terms = jnp.where(path.active, log_w_choice - log_remaining, 0.0)
     return jnp.sum(terms)
+
+
+def off_path_log_mass(log_w_coord: jax.Array, on_path: jax.Array) -> jax.Array:
+    """
+    ``log`` of the summed coordinate weights ``W_j`` off the path, over the last axis.
+
+    A sum of positive terms, never ``T - S``, so no cancellation when the path holds most of
+    the weight. Several weight vectors (e.g. at both ends of a path) stacked on leading axes
+    share one reduction.
+    """
+    return logsumexp(jnp.where(on_path, -jnp.inf, log_w_coord), axis=-1)
+
+
+# Block of the matrix-product cumulative sum: XLA CPU lowers ``lax.cumsum`` to a tree of
+# reduce-window operations (one dispatch each), while two small products do the same work.
+_CUMSUM_BLOCK = 32
+
+
+def cumulative_sum(values: jax.Array, reverse: bool = False) -> jax.Array:
+    """Inclusive cumulative sum of a vector (from the end with ``reverse=True``), computed
+    blockwise with two triangular matrix products at full precision."""
+    if reverse:
+        return cumulative_sum(values[::-1])[::-1]
+    n = values.shape[0]
+    block = min(n, _CUMSUM_BLOCK)
+    num_blocks = -(-n // block)
+    blocks = jnp.pad(values, (0, num_blocks * block - n)).reshape(num_blocks, block)
+    upper = jnp.asarray(np.triu(np.ones((block, block))), values.dtype)
+    within = jnp.matmul(blocks, upper, precision=lax.Precision.HIGHEST)
+    strictly_lower = jnp.asarray(np.tril(np.ones((num_blocks, num_blocks)), -1), values.dtype)
+    offsets = jnp.matmul(strictly_lower, within[:, -1], precision=lax.Precision.HIGHEST)
+    return (within + offsets[:, None]).reshape(-1)[:n]
 
 
 def apply_path(position: jax.Array, path: Path, neighbourhood: Neighbourhood) -> jax.Array:
@@ -246,28 +307,37 @@ def build_kernel(
 
         # The path work is O(k) in the top-k size k: each bucket gets its own branch, and
         # the path travels between the two branch points padded to the largest bucket.
-        def forward(k: int) -> Callable[[jax.Array], tuple]:
-            def branch(key: jax.Array) -> tuple:
-                p = sample_path(key, log_w_x, path_length, k)
-                y = apply_path(x, p, neighbourhood)
-                return y, path_log_prob(log_w_x, p), _pad(p, buckets[-1])
+        def forward(k: int) -> Callable[[jax.Array], Path]:
+            def branch(key: jax.Array) -> Path:
+                return _pad(sample_path(key, log_w_x, path_length, k), buckets[-1])
 
             return branch
 
         bucket = jnp.searchsorted(jnp.asarray(buckets), path_length)
-        y, log_q_forward, padded = bucket_switch(bucket, [forward(k) for k in buckets], key_path)
+        padded = bucket_switch(bucket, [forward(k) for k in buckets], key_path)
+        y = apply_path(x, padded, neighbourhood)
 
         log_p_y, log_ratios_y = local_fn(y)
         log_w_y = log_weights(log_balancing, log_ratios_y)
+        # the off-path mass at both ends of the path, in one reduction
+        log_off_path = off_path_log_mass(
+            jnp.stack([_coordinate_log_weights(log_w_x), _coordinate_log_weights(log_w_y)]),
+            padded.on_path,
+        )
 
-        def reverse(k: int) -> Callable[[Path], jax.Array]:
+        def log_q_ratio(k: int) -> Callable[[Path], jax.Array]:
             def branch(padded: Path) -> jax.Array:
-                back = reverse_path(x, y, _truncate(padded, k), neighbourhood)
-                return path_log_prob(log_w_y, back, reverse=True)
+                forward_path = _truncate(padded, k)
+                back = reverse_path(x, y, forward_path, neighbourhood)
+                log_q_reverse = path_log_prob(log_w_y, back, True, log_off_path[1])
+                log_q_forward = path_log_prob(log_w_x, forward_path, False, log_off_path[0])
+                return jnp.stack([log_q_reverse, log_q_forward])
 
             return branch
 
-        log_q_reverse = bucket_switch(bucket, [reverse(k) for k in buckets], padded)
+        log_q_reverse, log_q_forward = bucket_switch(
+            bucket, [log_q_ratio(k) for k in buckets], padded
+        )
         # Alg. 1, M-H test. An undefined potential at y, or a path through zero-weight
         # coordinates (possible only when R exceeds the coordinates of positive weight),
         # rejects rather than letting NaN or inf reach the state.
@@ -277,10 +347,11 @@ def build_kernel(
         accept_prob = jnp.exp(jnp.minimum(log_accept, 0.0))
         is_accepted = jnp.log(random.uniform(key_accept)) < log_accept
 
-        new_state = lax.cond(
-            is_accepted,
-            lambda: PathState(y, log_p_y, log_ratios_y),
-            lambda: state,
+        # a select, not a conditional: on CPU a branch costs more than the copy it avoids
+        new_state = jax.tree.map(
+            lambda proposed, current: jnp.where(is_accepted, proposed, current),
+            PathState(y, log_p_y, log_ratios_y),
+            state,
         )
         num_changed = jnp.where(is_accepted, path_length, 0)
         info = PathInfo(accept_prob, is_accepted, path_length, num_changed)

@@ -10,7 +10,7 @@ import warnings
 import numpy as np
 
 import jax
-from jax import lax, random
+from jax import random
 import jax.numpy as jnp
 
 from numpyro.handlers import seed, substitute, trace
@@ -698,18 +698,19 @@ class ALBP(LBP):
         return min(self._init_num_flips, self._max_scale)
 
     def _adapt_scale(self, state: LBPState, accept_prob: jax.Array) -> tuple[jax.Array, jax.Array]:
-        # Alg. 2: Robbins-Monro on R_t during warmup only; frozen afterwards.
-        return lax.cond(
-            state.i < self._num_warmup,
-            lambda s: adaptation.adapt_scale(
-                s.i,
-                s.num_flips,
-                s.mean_num_flips,
-                accept_prob,
-                self._num_warmup,
-                self._target_accept_prob,
-                self._max_scale,
-            ),
-            lambda s: (s.num_flips, s.mean_num_flips),
-            state,
+        # Alg. 2: Robbins-Monro on R_t during warmup only; frozen afterwards (a select of
+        # scalars: cheaper than a branch)
+        adapted = adaptation.adapt_scale(
+            state.i,
+            state.num_flips,
+            state.mean_num_flips,
+            accept_prob,
+            self._num_warmup,
+            self._target_accept_prob,
+            self._max_scale,
+        )
+        in_warmup = state.i < self._num_warmup
+        return (
+            jnp.where(in_warmup, adapted[0], state.num_flips),
+            jnp.where(in_warmup, adapted[1], state.mean_num_flips),
         )
