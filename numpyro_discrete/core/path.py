@@ -20,7 +20,8 @@ The path is sampled by Gumbel-top-k over ``log W_j`` with a static size ``k >= R
 replacement). One compiled step serves every ``R`` up to a static maximum: sizes come in
 buckets ``1, 2, 4, ...`` and each step runs the smallest bucket ``>= R`` through
 :func:`jax.lax.switch`, so its path work is ``O(N + R log R)``, never a sort of all ``N``
-coordinates when ``R << N``.
+coordinates when ``R << N``. Within a bucket the top-k itself (XLA's partial sort, the
+costliest part of a step on CPU) comes in eight sizes, the smallest one ``>= R`` running.
 """
 
 from collections.abc import Callable, Sequence
@@ -147,8 +148,8 @@ def sample_path(rng_key: jax.Array, log_w: jax.Array, path_length: jax.Array, le
     return path_from_coords(coords, choices, path_length, num_coords)
 
 
-# Top-k sizes within a bucket of size k: k/2 + k/8, k/2 + 2k/8, ..., k. XLA's CPU top-k is a
-# partial sort whose cost grows with k, so the winners beyond R are kept to at most k/8.
+# Top-k sizes within a bucket of size k: k/2 + k/16, k/2 + 2k/16, ..., k. XLA's CPU top-k is
+# a partial sort whose cost grows with k, so the winners beyond R are kept under k/16.
 _TOP_K_STEPS = 8
 
 
