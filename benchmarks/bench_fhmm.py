@@ -27,7 +27,11 @@ data with ``sigma^2`` of ``--config``, default C2), seven samplers through
 
 The two sweep-based kernels (``Gibbs[...]``, ``DiscreteHMCGibbs``) and ``MixedHMC`` take
 ``--gibbs-num-warmup`` / ``--gibbs-num-samples`` steps (their steps are far costlier), the
-others ``--num-warmup`` / ``--num-samples``.
+others ``--num-warmup`` / ``--num-samples``. With ``--sampling-seconds S``, every sampler
+instead takes as many post-warmup steps as fill ``S`` seconds at its measured cost per step
+(never fewer than the counts above), and keeps at most ``--max-draws`` of them, evenly
+thinned: equal sampling time puts every sampler's ESS above the floor of the estimator,
+where a fixed number of draws leaves the slowly mixing ones at 3 to 5.
 
 Metrics, after warmup: **ESS w** - min over the ``K`` coordinates of
 ``numpyro.diagnostics.effective_sample_size``; **ESS X min** - min over the ``L K``
@@ -54,6 +58,8 @@ Usage (from the repository root)::
 
     python -m benchmarks.bench_fhmm --L 200 --K 5
     python -m benchmarks.bench_fhmm --L 1000 --K 10 --time-budget 600
+    python -m benchmarks.bench_fhmm --L 1000 --K 10 --sampling-seconds 240 \
+        --methods LBPGibbs MixedHMC --out-dir benchmarks/results/equal_time
     python -m benchmarks.bench_fhmm --quick            # smoke test, tiny sizes
 
 Outputs: the table on stdout, and ``bench_fhmm_L{L}_K{K}.json`` / ``.md`` in ``--out-dir``
@@ -160,6 +166,7 @@ class Row:
     status: str
     num_warmup: int
     num_samples: int
+    thinning: int = 1
     step_s: float | None = None
     predicted_s: float | None = None
     warmup_s: float | None = None
@@ -209,8 +216,12 @@ def run_method(
     num_chunks: int,
     budget: float,
     reference: np.ndarray,
+    sampling_seconds: float | None = None,
+    max_draws: int = 4000,
 ) -> Row:
-    """Budget check, warmup, chunked sampling, metrics."""
+    """Budget check, warmup, chunked sampling, metrics. With `sampling_seconds`, the
+    number of steps is the one that fills that sampling time at the measured cost per step
+    (at least `num_samples`), kept as at most `max_draws` evenly thinned draws."""
     row = Row(method.name, "ok", num_warmup, num_samples)
     key_pilot, key_run = random.split(rng_key)
     try:
@@ -220,8 +231,12 @@ def run_method(
             raise
         row.status, row.note = "out of memory", f"{type(error).__name__} at the first step"
         return row
-    chunk = math.ceil(num_samples / num_chunks)
-    row.predicted_s = row.step_s * (num_warmup + num_samples)
+    if sampling_seconds is not None:
+        num_samples = max(num_samples, round(sampling_seconds / row.step_s))
+    row.thinning = max(1, math.ceil(num_samples / max_draws))
+    chunk = row.thinning * math.ceil(num_samples / (num_chunks * row.thinning))
+    row.num_samples = chunk * num_chunks
+    row.predicted_s = row.step_s * (num_warmup + row.num_samples)
     minimum_s = row.step_s * (num_warmup + 2 * chunk)
     if minimum_s > budget:
         row.status = "over budget"
@@ -229,7 +244,7 @@ def run_method(
         return row
 
     mcmc = MCMC(method.make(*models), num_warmup=num_warmup, num_samples=chunk,
-                progress_bar=False)  # fmt: skip
+                thinning=row.thinning, progress_bar=False)  # fmt: skip
     start = time.perf_counter()
     mcmc.warmup(key_run, *model_args)
     jax.block_until_ready(mcmc.post_warmup_state)
@@ -264,7 +279,8 @@ def run_method(
     row.ess_w_min = float(np.nanmin(coordinate_ess(w)))
     row.ess_w_per_s = row.ess_w_min / row.sampling_s
     if method.samples_x:
-        x = np.concatenate(draws["x"], axis=1).reshape(1, row.num_samples, -1).astype(np.int8)
+        x = np.concatenate(draws["x"], axis=1)
+        x = x.reshape(1, x.shape[1], -1).astype(np.int8)
         ess = coordinate_ess(x)
         row.ess_x_min = float(ess[np.isfinite(ess)].min()) if np.isfinite(ess).any() else None
         row.ess_x_hamming = hamming_ess(x, reference)
@@ -280,15 +296,21 @@ def markdown_report(rows: Sequence[Row], settings: dict[str, Any]) -> str:
         "",
         f"{settings['config']}; one chain; LBPGibbs and NUTS-enum {settings['num_warmup']} "
         f"warmup + {settings['num_samples']} samples, sweep-based kernels and MixedHMC "
-        f"{settings['gibbs_num_warmup']} + {settings['gibbs_num_samples']}; "
-        f"budget {settings['time_budget']:.0f} s per sampler; seed {settings['seed']}; "
+        f"{settings['gibbs_num_warmup']} + {settings['gibbs_num_samples']}"
+        + (
+            f", or as many steps as fill {settings['sampling_seconds']:.0f} s of sampling "
+            f"(kept as at most {settings['max_draws']} thinned draws)"
+            if settings.get("sampling_seconds")
+            else ""
+        )
+        + f"; budget {settings['time_budget']:.0f} s per sampler; seed {settings['seed']}; "
         f"{settings['cpu_count']} CPU(s), jax {jax.__version__}, numpyro "
         f"{numpyro.__version__}.",
         "",
-        "| sampler | status | draws | s/step | compile s | sampling s | ESS w (min) "
+        "| sampler | status | steps | thinning | s/step | compile s | sampling s | ESS w (min) "
         "| ESS X (min) | ESS X Ham. | ESS w/s | ESS X min/s | ESS X Ham./s "
         "| w/s vs best Gibbs-type | X accept | X mean R |",
-        "|" + "---|" * 15,
+        "|" + "---|" * 16,
     ]
     for row in rows:
         ok = row.status in ("ok", "stopped at budget")
@@ -296,6 +318,7 @@ def markdown_report(rows: Sequence[Row], settings: dict[str, Any]) -> str:
             row.method,
             row.status if row.status == "ok" else f"{row.status} ({row.note})",
             str(row.num_samples) if ok else "-",
+            str(row.thinning) if ok else "-",
             fmt(row.step_s, 3),
             fmt(row.compile_s),
             fmt(row.sampling_s),
@@ -326,6 +349,19 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--time-budget", type=float, default=300.0, help="seconds per sampler (default 300)"
     )
+    parser.add_argument(
+        "--sampling-seconds",
+        type=float,
+        default=None,
+        help="give every sampler as many steps as fill this sampling time at its measured "
+        "cost per step (at least --num-samples / --gibbs-num-samples); default: off",
+    )
+    parser.add_argument(
+        "--max-draws",
+        type=int,
+        default=4000,
+        help="thin the kept draws to at most this many (default 4000)",
+    )
     parser.add_argument("--methods", nargs="+", default=[m.name for m in METHODS])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true", help="tiny sizes, a smoke test")
@@ -346,7 +382,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     settings = {
         k: getattr(args, k)
         for k in ("L", "K", "config", "num_warmup", "num_samples", "gibbs_num_warmup",
-                  "gibbs_num_samples", "num_chunks", "time_budget", "seed", "quick")
+                  "gibbs_num_samples", "num_chunks", "time_budget", "sampling_seconds",
+                  "max_draws", "seed", "quick")
     }  # fmt: skip
     settings["cpu_count"] = os.cpu_count()
     data = fhmm_data(args.L, args.K, args.config, seed=args.seed)
@@ -367,6 +404,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 num_chunks=args.num_chunks,
                 budget=args.time_budget,
                 reference=reference,
+                sampling_seconds=args.sampling_seconds,
+                max_draws=args.max_draws,
             )
             print(f"[L={args.L}, K={args.K}] {method.name}: {row.status} {row.note}", flush=True)
             rows.append(row)

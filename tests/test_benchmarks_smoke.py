@@ -116,6 +116,23 @@ def test_bench_fhmm_budget_and_memory(monkeypatch):
     assert row.status == "out of memory"
 
 
+def test_bench_fhmm_equal_sampling_time_plan(monkeypatch):
+    """With ``--sampling-seconds``, a sampler gets the steps that fill that time at its
+    measured cost, thinned to at most ``--max-draws`` kept draws, in whole chunks."""
+    monkeypatch.syspath_prepend(str(ROOT))
+    bench = importlib.import_module("benchmarks.bench_fhmm")
+    from jax import random
+
+    models = (bench.fhmm_model, bench.fhmm_enumerated_model)
+    monkeypatch.setattr(bench, "step_cost", lambda *args, **kwargs: 0.01)
+    kwargs = {"num_warmup": 10, "num_samples": 10, "num_chunks": 2, "budget": 30.0}
+    row = bench.run_method(bench.METHODS[0], models, (), random.key(0), reference=None,
+                           sampling_seconds=100.0, max_draws=4000, **kwargs)  # fmt: skip
+    # 100 s / 0.01 s = 10^4 steps, thinned by 3 to 3334 draws, in two chunks of 5001
+    assert (row.thinning, row.num_samples) == (3, 10002)
+    assert row.status == "over budget" and row.predicted_s == pytest.approx(100.12)
+
+
 @pytest.mark.slow
 def test_bench_fhmm_stops_sampling_at_budget(monkeypatch):
     """A sampler whose pilot fits the budget but whose chunks do not stops after two
