@@ -181,9 +181,9 @@ FULL = {
     "bernoulli_n": 800,
     "ising_p": 50,
     "num_warmup": 5000,
-    "num_samples": 20000,
+    "num_samples": 50000,
     "gibbs_num_warmup": 100,
-    "gibbs_num_samples": 1000,
+    "gibbs_num_samples": 2500,
     "num_chunks": 4,
 }
 #: ``--quick`` makes each warmup as long as a sampling chunk, so that numpyro's warmup and
