@@ -158,7 +158,7 @@ def _top_k_indices(keys: jax.Array, num_winners: jax.Array, length: int) -> jax.
     and in decreasing order; the rest are padding (zeros) when a smaller top-k sufficed."""
     steps = range(1, _TOP_K_STEPS + 1)
     sizes = {length // 2 + (length * j) // (2 * _TOP_K_STEPS) for j in steps} | {length}
-    sizes = sorted(size for size in sizes if 1 <= size <= min(length, keys.shape[0]))
+    sizes = sorted(size for size in sizes if size >= 1)
 
     def top(size: int) -> Callable[[jax.Array], jax.Array]:
         return lambda keys: jnp.pad(lax.top_k(keys, size)[1], (0, length - size))
