@@ -123,6 +123,7 @@ from benchmarks.measurement import (
     fresh_compilation_cache,
     hamming_ess,
     json_ready,
+    release_compiled_programs,
 )
 from benchmarks.targets import Target, bernoulli_target, ising_target
 
@@ -616,6 +617,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                     flush=True,
                 )
                 rows.append(row)
+                release_compiled_programs()
 
     add_gibbs_ratios(rows)
     ratios = ejd_ratios(rows)

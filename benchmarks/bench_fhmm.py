@@ -98,6 +98,7 @@ from benchmarks.measurement import (
     fresh_compilation_cache,
     hamming_ess,
     json_ready,
+    release_compiled_programs,
 )
 from benchmarks.targets import fhmm_data, fhmm_enumerated_model, fhmm_model
 
@@ -410,6 +411,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             print(f"[L={args.L}, K={args.K}] {method.name}: {row.status} {row.note}", flush=True)
             rows.append(row)
             result = write_results(rows, settings, args.out_dir, stem)
+            release_compiled_programs()
     print(markdown_report(rows, settings))
     return result
 

@@ -63,7 +63,13 @@ from benchmarks.bench_binary import (
     add_gibbs_ratios,
     run_sampler,
 )
-from benchmarks.measurement import environment, fmt, fresh_compilation_cache, json_ready
+from benchmarks.measurement import (
+    environment,
+    fmt,
+    fresh_compilation_cache,
+    json_ready,
+    release_compiled_programs,
+)
 from benchmarks.targets import Target
 
 POTTS_COLOURS = 3
@@ -277,6 +283,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                     flush=True,
                 )
                 rows.append(row)
+                release_compiled_programs()
     if "potts" in args.targets and modes[(pairs[0][0].name, "ALBP")] != "exact":
         raise RuntimeError("ALBP's auto weights should be exact on the Potts colours")
     add_gibbs_ratios(rows)

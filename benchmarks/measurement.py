@@ -4,6 +4,7 @@ environment of a run, and number formatting for the markdown tables and strict J
 
 from collections.abc import Iterator, Sequence
 import contextlib
+import gc
 import math
 import os
 from pathlib import Path
@@ -33,6 +34,7 @@ __all__ = [
     "fresh_compilation_cache",
     "hamming_ess",
     "json_ready",
+    "release_compiled_programs",
 ]
 
 # --- metrics ------------------------------------------------------------------------------
@@ -102,6 +104,18 @@ def fresh_compilation_cache() -> Iterator[str]:
             for name, value in previous.items():
                 jax.config.update(name, value)
             compilation_cache.reset_cache()
+
+
+def release_compiled_programs() -> None:
+    """
+    Drop JAX's in-memory caches of compiled programs. XLA's CPU backend maps memory for
+    every program it loads, and each timed run loads one (from the persistent cache): a
+    process that loads a few dozen large programs exhausts the kernel's limit on memory
+    mappings (``vm.max_map_count``, 65530 by default) and crashes in LLVM. Call it between
+    samplers, after their timings.
+    """
+    jax.clear_caches()
+    gc.collect()
 
 
 def _git_revision() -> str | None:

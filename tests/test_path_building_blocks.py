@@ -1,40 +1,77 @@
-"""The path core's fast building blocks against their plain definitions: the top-k sized to
-the path length against one full top-k, the matrix-product cumulative sum against
-``jnp.cumsum``, the stacked off-path mass against one log-sum-exp per weight vector, and
-the probability of a path with a precomputed off-path mass against the one without."""
+"""The path core's fast building blocks against their plain definitions: sampled paths
+against the enumerated sequential draw without replacement, the matrix-product cumulative
+sum against ``jnp.cumsum``, the stacked off-path mass against one log-sum-exp per weight
+vector, and the probability of a path with a precomputed off-path mass against the one
+without."""
+
+import itertools
+from math import inf
 
 import numpy as np
 import pytest
 
 import jax
-from jax import lax, random
+from jax import random
 import jax.numpy as jnp
 from jax.scipy.special import logsumexp
 
 from numpyro_discrete.core import path
 from numpyro_discrete.core.balancing import get_balancing, log_weights
 
+from exact import chi_square_rows
 
-@pytest.mark.parametrize("length", [1, 2, 7, 32, 100, 256])
-@pytest.mark.parametrize("ties", [False, True], ids=["distinct", "ties"])
-def test_top_k_winners_match_a_full_top_k(length, ties):
-    """For every path length R a bucket of size k serves (k/2 < R <= k), the first R
-    indices equal those of one top-k of size k, order and tie-breaking included, and the
-    padding after them is a valid coordinate."""
-    num_coords = 600
-    rng = np.random.default_rng(length)
-    keys = rng.normal(size=num_coords).astype(np.float32)
-    if ties:  # few distinct values: ties among the winners, broken by index
-        keys = np.round(keys * 2) / 2
-    keys[rng.choice(num_coords, 20, replace=False)] = -np.inf  # zero-weight coordinates
-    keys = jnp.asarray(keys)
-    expected = np.asarray(lax.top_k(keys, length)[1])
-    winners = jax.jit(path._top_k_indices, static_argnums=2)
-    for num_winners in range(length // 2 + 1, length + 1):
-        got = np.asarray(winners(keys, jnp.int32(num_winners), length))
-        assert got.shape == (length,)
-        np.testing.assert_array_equal(got[:num_winners], expected[:num_winners])
-        assert np.all((got >= 0) & (got < num_coords))
+
+def _exact_path_distribution(log_w_coord, path_length):
+    """Probabilities of every ordered path of `path_length` distinct coordinates under the
+    sequential draw without replacement, by the definition (not through ``path_log_prob``)."""
+    weights = np.exp(np.asarray(log_w_coord, np.float64))
+    paths, probs = [], []
+    for path_coords in itertools.permutations(range(len(weights)), path_length):
+        prob, left = 1.0, weights.sum()
+        for j in path_coords:
+            prob *= weights[j] / left
+            left -= weights[j]
+        paths.append(path_coords)
+        probs.append(prob)
+    return paths, np.asarray(probs)
+
+
+@pytest.mark.parametrize(
+    "num_draws", [1, 3, None, 64], ids=["completion", "mixed", "default", "draws-only"]
+)
+def test_sampled_paths_follow_the_sequential_draw(num_draws):
+    """Ordered paths of 3 of 6 coordinates (one of zero weight, one of most of the weight)
+    against the enumerated sequential draw, chi-square at level 1e-4. One draw leaves the
+    path to the Gumbel-top-k completion; 64 draws almost never need it; 3 and the default
+    mix both."""
+    log_w = jnp.log(jnp.asarray([[4.0], [0.5], [1.0], [0.0], [2.0], [0.25]]))
+    path_length, length, draws = 3, 4, 60000
+    paths, probs = _exact_path_distribution(log_w[:, 0], path_length)
+    sample = jax.jit(
+        jax.vmap(
+            lambda key: path.sample_path(key, log_w, jnp.int32(path_length), length, num_draws)
+        )
+    )
+    sampled = sample(random.split(random.key(0), draws))
+    assert np.all(np.asarray(sampled.active) == (np.arange(length) < path_length))
+    coords = np.asarray(sampled.coords)[:, :path_length]
+    on_path = np.zeros((draws, log_w.shape[0]), bool)
+    np.put_along_axis(on_path, coords, True, axis=1)
+    np.testing.assert_array_equal(np.asarray(sampled.on_path), on_path)
+    index = {p: i for i, p in enumerate(paths)}
+    counts = np.bincount([index[tuple(row)] for row in coords], minlength=len(paths))
+    assert chi_square_rows(counts[None, :], probs[None, :]) > 1e-4
+
+
+def test_completion_reaches_coordinates_whose_weight_underflows():
+    """Weights ``1, e^-50, e^-200, e^-300`` and a zero: in float32 the last three positive
+    ones underflow against the first, so the draws with replacement find one or two
+    coordinates and Gumbel-top-k completes the path, in weight order (a Gumbel gap of 100
+    has probability ``e^-100``)."""
+    log_w = jnp.asarray([[-300.0], [0.0], [-inf], [-50.0], [-200.0]], jnp.float32)
+    sample = jax.jit(jax.vmap(lambda key: path.sample_path(key, log_w, jnp.int32(4), 4)))
+    sampled = sample(random.split(random.key(1), 1000))
+    np.testing.assert_array_equal(np.asarray(sampled.coords), np.tile([1, 3, 4, 0], (1000, 1)))
 
 
 @pytest.mark.parametrize("x64", [False, True], ids=["float32", "float64"])

@@ -91,7 +91,7 @@ def test_detailed_balance(x64, path_length, balancing, weights, padded):
 
 @pytest.mark.parametrize("balancing", ["sqrt", "barker"])
 def test_kernel_matches_transition_matrix(x64, balancing):
-    """The jitted kernel, Gumbel-top-k sampling included, draws from the enumerated matrix."""
+    """The jitted kernel, path sampling included, draws from the enumerated matrix."""
     num_coords, path_length, draws = 4, 2, 20000
     log_pi = random_binary_target(num_coords, seed=7)
     matrix, _ = lbp_transition_matrix(
@@ -99,7 +99,7 @@ def test_kernel_matches_transition_matrix(x64, balancing):
     )
     local_fn = _local_fn(log_pi, "gradient")
     kernel = path.build_kernel(
-        get_balancing(balancing), binary_neighbourhood, path.top_k_buckets(num_coords)
+        get_balancing(balancing), binary_neighbourhood, path.path_size_buckets(num_coords)
     )
     states = jnp.asarray(all_binary_states(num_coords))
 

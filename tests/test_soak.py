@@ -47,7 +47,7 @@ def test_albp_soak_memory_and_acceptance_stay_flat():
 
     local_fn = gradient_local_fn(log_pi, binary_neighbourhood)
     kernel = path.build_kernel(
-        get_balancing("sqrt"), binary_neighbourhood, path.top_k_buckets(NUM_COORDS)
+        get_balancing("sqrt"), binary_neighbourhood, path.path_size_buckets(NUM_COORDS)
     )
     chunk_size = NUM_STEPS // NUM_CHUNKS
 

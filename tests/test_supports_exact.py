@@ -136,14 +136,14 @@ def test_mixed_local_fn_matches_exact_and_gradient_rows(x64):
 
 @pytest.mark.parametrize("space", ["mixed"])
 def test_kernel_matches_transition_matrix(x64, space):
-    """The jitted kernel (Gumbel-top-k coordinates, then categorical new values) draws
+    """The jitted kernel (sampled coordinates, then categorical new values) draws
     from the enumerated matrix."""
     path_length, draws = 2, 10000
     matrix, _, _, (_, local_fn, neighbourhood, states) = transition_matrix(
         space, path_length, "sqrt", "mixed", seed=3
     )
     kernel = path.build_kernel(
-        get_balancing("sqrt"), neighbourhood, path.top_k_buckets(states.shape[1])
+        get_balancing("sqrt"), neighbourhood, path.path_size_buckets(states.shape[1])
     )
     index_of = state_lookup(states)
 

@@ -286,7 +286,7 @@ class Sampler(NamedTuple):
 def path_sampler(name: str, balancing: str, num_visible: int) -> Sampler:
     """LBP-1 (``R = 1``) or ALBP (``R_t`` adapted at every step) with gradient ratios."""
     adaptive = name == "ALBP"
-    buckets = path.top_k_buckets(num_visible) if adaptive else (1,)
+    buckets = path.path_size_buckets(num_visible) if adaptive else (1,)
     kernel = path.build_kernel(get_balancing(balancing), binary_neighbourhood, buckets)
 
     def local_fn(rbm: Rbm) -> Callable[[jax.Array], tuple[jax.Array, jax.Array]]:

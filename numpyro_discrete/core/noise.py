@@ -1,4 +1,5 @@
-"""Gumbel noise for the path sampler, which needs one draw per coordinate per step.
+"""Uniform and Gumbel noise for the path sampler, which needs hundreds to thousands of
+draws per step.
 
 For float32 and threefry keys (JAX's default), the bits are Threefry-2x32 (Salmon et al.
 2011, 20 rounds) of sequential counters, the scheme ``jax.random`` used before
@@ -8,14 +9,16 @@ called through JAX's primitive, because its CPU lowering is a rolled loop of fiv
 iterations whose every pass copies its carry: written out, XLA fuses hashing, the uniform
 and both logarithms into one loop over the coordinates, several times faster for the few
 thousand draws of a step on a cheap model. Other key types and dtypes use
-:func:`jax.random.gumbel`.
+:func:`jax.random.uniform` and :func:`jax.random.gumbel`.
 """
+
+from collections.abc import Callable
 
 import jax
 from jax import lax, random
 import jax.numpy as jnp
 
-__all__ = ["gumbel", "threefry_2x32"]
+__all__ = ["gumbel", "threefry_2x32", "uniform"]
 
 # Threefry-2x32 rotation constants, two alternating groups of four rounds (Salmon et al.
 # 2011, Table 4) and the key-schedule parity constant.
@@ -53,10 +56,14 @@ def threefry_2x32(key_data: jax.Array, counters: jax.Array) -> jax.Array:
     return jnp.concatenate(_threefry_words(key_data, counters))
 
 
-def _gumbel_from_bits(bits: jax.Array) -> jax.Array:
+def _uniform_from_bits(bits: jax.Array) -> jax.Array:
     # 23 random mantissa bits: a float in [1, 2), shifted to [0, 1), as jax.random does
     one_to_two = lax.bitcast_convert_type((bits >> 9) | jnp.uint32(0x3F800000), jnp.float32)
-    uniform = jnp.maximum(one_to_two - 1.0, jnp.finfo(jnp.float32).tiny)
+    return one_to_two - 1.0
+
+
+def _gumbel_from_bits(bits: jax.Array) -> jax.Array:
+    uniform = jnp.maximum(_uniform_from_bits(bits), jnp.finfo(jnp.float32).tiny)
     return -jnp.log(-jnp.log(uniform))
 
 
@@ -72,13 +79,24 @@ def _threefry_key_data(key: jax.Array) -> jax.Array | None:
     return None
 
 
-def gumbel(key: jax.Array, num: int, dtype: jnp.dtype) -> jax.Array:
-    """`num` independent standard Gumbel draws of `dtype`."""
+def _draws(
+    key: jax.Array, num: int, dtype: jnp.dtype, transform: Callable, fallback: Callable
+) -> jax.Array:
     key_data = _threefry_key_data(key)
     if key_data is None or jnp.dtype(dtype) != jnp.float32:
-        return random.gumbel(key, (num,), dtype)
+        return fallback(key, (num,), dtype)
     counters = jnp.arange(num + num % 2, dtype=jnp.uint32)
     # each word is transformed before the halves are joined: joined first, XLA's fused loop
     # would hash every block twice, once per output word
     words = _threefry_words(key_data, counters)
-    return jnp.concatenate([_gumbel_from_bits(word) for word in words])[:num]
+    return jnp.concatenate([transform(word) for word in words])[:num]
+
+
+def gumbel(key: jax.Array, num: int, dtype: jnp.dtype) -> jax.Array:
+    """`num` independent standard Gumbel draws of `dtype`."""
+    return _draws(key, num, dtype, _gumbel_from_bits, random.gumbel)
+
+
+def uniform(key: jax.Array, num: int, dtype: jnp.dtype) -> jax.Array:
+    """`num` independent draws of `dtype`, uniform on ``[0, 1)``."""
+    return _draws(key, num, dtype, _uniform_from_bits, random.uniform)

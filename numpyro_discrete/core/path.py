@@ -15,13 +15,12 @@ Proposal (Sun et al. 2021; Sun, Dai, Schuurmans 2022, eq. 5 and Alg. 1). With we
    ``log A = log pi(y) - log pi(x) + log q(reverse | y) - log q(forward | x)`` gives detailed
    balance for every fixed ``R``.
 
-The path is sampled by Gumbel-top-k over ``log W_j`` with a static size ``k >= R`` (the first
-``R`` of the ``k`` ordered winners are distributed exactly as sequential sampling without
-replacement). One compiled step serves every ``R`` up to a static maximum: sizes come in
-buckets ``1, 2, 4, ...`` and each step runs the smallest bucket ``>= R`` through
-:func:`jax.lax.switch`, so its path work is ``O(N + R log R)``, never a sort of all ``N``
-coordinates when ``R << N``. Within a bucket the top-k itself (XLA's partial sort, the
-costliest part of a step on CPU) comes in eight sizes, the smallest one ``>= R`` running.
+The path is drawn by drawing coordinates with replacement and keeping first occurrences,
+which is the same sequential draw without replacement (see :func:`sample_path`). One
+compiled step serves every ``R`` up to a static maximum: path sizes come in buckets
+``1, 2, 4, ...`` and each step runs the smallest bucket ``>= R`` through
+:func:`jax.lax.switch`, so its path work is ``O(N + R log N)``, never a sort of all ``N``
+coordinates.
 """
 
 from collections.abc import Callable, Sequence
@@ -36,7 +35,7 @@ from jax.scipy.special import logsumexp
 
 from numpyro_discrete.core.balancing import LogBalancing, log_weights
 from numpyro_discrete.core.local_ratios import LocalFn, Neighbourhood
-from numpyro_discrete.core.noise import gumbel
+from numpyro_discrete.core.noise import gumbel, uniform
 
 __all__ = [
     "PathInfo",
@@ -46,13 +45,14 @@ __all__ = [
     "bucket_switch",
     "build_kernel",
     "cumulative_sum",
+    "default_num_draws",
     "init",
     "off_path_log_mass",
     "path_from_coords",
     "path_log_prob",
     "reverse_path",
     "sample_path",
-    "top_k_buckets",
+    "path_size_buckets",
 ]
 
 
@@ -114,10 +114,10 @@ def init(position: jax.Array, local_fn: LocalFn) -> PathState:
     return PathState(position, log_p, log_ratios)
 
 
-def top_k_buckets(max_path_length: int) -> tuple[int, ...]:
+def path_size_buckets(max_path_length: int) -> tuple[int, ...]:
     """
-    Static top-k sizes ``1, 2, 4, ..., max_path_length``: a step with path length ``R`` runs
-    the smallest bucket ``>= R``, so it never sorts more than ``2 R`` winners.
+    Static path sizes ``1, 2, 4, ..., max_path_length``: a step with path length ``R`` runs
+    the smallest bucket ``>= R``, so its path arrays hold fewer than ``2 R`` entries.
     """
     buckets = [1]
     while buckets[-1] < max_path_length:
@@ -125,46 +125,137 @@ def top_k_buckets(max_path_length: int) -> tuple[int, ...]:
     return tuple(buckets)
 
 
-def sample_path(rng_key: jax.Array, log_w: jax.Array, path_length: jax.Array, length: int) -> Path:
+def sample_path(
+    rng_key: jax.Array,
+    log_w: jax.Array,
+    path_length: jax.Array,
+    length: int,
+    num_draws: int | None = None,
+) -> Path:
     """
     Draw an ordered path of ``path_length`` distinct coordinates and their candidates.
+
+    Drawing coordinates with replacement, in proportion to ``W_j``, and keeping each one's
+    first occurrence gives exactly the sequential draw without replacement (Alg. 1, lines
+    3-5): given the coordinates drawn so far, the next new one is drawn in proportion to
+    its weight among the others. That costs ``num_draws`` binary searches in the cumulative
+    weights, ``O(N + num_draws log N)``, where Gumbel-top-k needs a partial sort, the
+    costliest part of a step on CPU. If the draws hold fewer than ``path_length`` distinct
+    coordinates (the weight sits on few of them), Gumbel-top-k among the coordinates not
+    drawn completes the path, which continues the same sequential draw. Coordinates whose
+    weight underflows to zero against the largest (a ratio below about ``1e-38`` in float32)
+    are left to that completion.
 
     :param rng_key: random key.
     :param log_w: ``(N, M)`` log weights at the path's start state.
     :param path_length: ``R``, integer scalar, ``1 <= R <= length``.
-    :param length: static top-k size ``k``; the path has this length.
+    :param length: static path size ``k``; the path has this length.
+    :param num_draws: static number of draws with replacement tried before the completion
+        (default :func:`default_num_draws` of `length`).
     """
+    key_draws, key_rest = random.split(rng_key)
+    log_w_coord = _coordinate_log_weights(log_w)
+    cumulative = _cumulative_weights(log_w_coord)
+    drawn, num_distinct = _draw_path(
+        key_draws, log_w, log_w_coord, cumulative, path_length, length, num_draws
+    )
+    return _complete_path(
+        key_rest, log_w, log_w_coord, drawn, num_distinct, path_length, (length,), 0
+    )
+
+
+def default_num_draws(length: int) -> int:
+    """Draws with replacement tried for a path of static size `length`: ``1.5 length``.
+    When the weight is spread over many more than `length` coordinates, few draws repeat
+    and the Gumbel-top-k completion is rarely needed."""
+    return length + length // 2
+
+
+def _cumulative_weights(log_w_coord: jax.Array) -> jax.Array:
+    """Cumulative coordinate weights, scaled so that the largest weight is 1."""
+    shift = jnp.max(log_w_coord)
+    shift = jnp.where(jnp.isfinite(shift), shift, 0.0)
+    return lax.associative_scan(jnp.add, jnp.exp(log_w_coord - shift))
+
+
+def _draw_path(
+    rng_key: jax.Array,
+    log_w: jax.Array,
+    log_w_coord: jax.Array,
+    cumulative: jax.Array,
+    path_length: jax.Array,
+    length: int,
+    num_draws: int | None,
+) -> tuple[Path, jax.Array]:
+    """The path of the distinct coordinates among `num_draws` draws with replacement, in
+    order of first occurrence (at most `length` of them), and how many there were."""
     key_coords, key_choices = random.split(rng_key)
+    num_coords = log_w.shape[0]
+    if num_draws is None:
+        num_draws = default_num_draws(length)
+    targets = uniform(key_coords, num_draws, cumulative.dtype) * cumulative[-1]
+    draws = jnp.searchsorted(cumulative, targets, side="right")
+    draws = jnp.minimum(draws, num_coords - 1).astype(jnp.int32)
+    order = jnp.arange(num_draws, dtype=jnp.int32)
+    first_draw = jnp.full(num_coords, num_draws, jnp.int32).at[draws].min(order)
+    # a coordinate of zero weight is never drawn, whatever the rounding of `cumulative`
+    is_first = (first_draw[draws] == order) & (log_w_coord[draws] > -jnp.inf)
+    num_distinct = jnp.sum(is_first, dtype=jnp.int32)
+    # a coordinate's place on the path: the number of distinct ones drawn before it
+    place = jnp.where(is_first, jnp.cumsum(is_first, dtype=jnp.int32) - 1, length)
+    coords = jnp.zeros(length, jnp.int32).at[place].set(draws, mode="drop")
+    return _path_with_choices(key_choices, log_w, coords, path_length), num_distinct
+
+
+def _path_with_choices(
+    rng_key: jax.Array, log_w: jax.Array, coords: jax.Array, path_length: jax.Array
+) -> Path:
+    """The path through `coords`, each coordinate's candidate drawn by its weight."""
     num_coords, num_candidates = log_w.shape
-    # Alg. 1, lines 3-5: sequential draws without replacement == Gumbel-top-R, ordered.
-    perturbed = _coordinate_log_weights(log_w) + gumbel(key_coords, num_coords, log_w.dtype)
-    coords = _top_k_indices(perturbed, path_length, length)
     if num_candidates == 1:
-        choices = jnp.zeros(length, dtype=jnp.int32)
+        choices = jnp.zeros(coords.shape[0], dtype=jnp.int32)
     else:
-        choices = random.categorical(key_choices, log_w[coords], axis=-1)
-    # the membership mask is scattered from `coords`, not thresholded on the keys: float
-    # keys can tie, and the mask must hold exactly the path's coordinates
+        choices = random.categorical(rng_key, log_w[coords], axis=-1)
     return path_from_coords(coords, choices, path_length, num_coords)
 
 
-# Top-k sizes within a bucket of size k: k/2 + k/16, k/2 + 2k/16, ..., k. XLA's CPU top-k is
-# a partial sort whose cost grows with k, so the winners beyond R are kept under k/16.
-_TOP_K_STEPS = 8
+def _complete_path(
+    rng_key: jax.Array,
+    log_w: jax.Array,
+    log_w_coord: jax.Array,
+    drawn: Path,
+    num_distinct: jax.Array,
+    path_length: jax.Array,
+    sizes: Sequence[int],
+    size_index: jax.Array | int,
+) -> Path:
+    """
+    `drawn`, whose first `num_distinct` coordinates are drawn, completed to `path_length`
+    coordinates by Gumbel-top-k among the others when `num_distinct` falls short.
 
+    The top-k has the static size ``sizes[size_index]``; `drawn` may be padded beyond it.
+    """
+    key_keys, key_choices = random.split(rng_key)
+    num_coords, padded_length = log_w_coord.shape[0], drawn.coords.shape[0]
 
-def _top_k_indices(keys: jax.Array, num_winners: jax.Array, length: int) -> jax.Array:
-    """Indices of the `length` largest `keys`, of which the first `num_winners` are exact
-    and in decreasing order; the rest are padding (zeros) when a smaller top-k sufficed."""
-    steps = range(1, _TOP_K_STEPS + 1)
-    sizes = {length // 2 + (length * j) // (2 * _TOP_K_STEPS) for j in steps} | {length}
-    sizes = sorted(size for size in sizes if size >= 1)
+    def complete(carry: tuple[Path, jax.Array]) -> tuple[Path, jax.Array]:
+        drawn, _ = carry
+        is_drawn = jnp.arange(padded_length) < num_distinct
+        taken = jnp.zeros(num_coords, bool).at[drawn.coords].max(is_drawn)
+        keys = jnp.where(taken, -jnp.inf, log_w_coord)
+        keys = keys + gumbel(key_keys, num_coords, log_w_coord.dtype)
 
-    def top(size: int) -> Callable[[jax.Array], jax.Array]:
-        return lambda keys: jnp.pad(lax.top_k(keys, size)[1], (0, length - size))
+        def top(size: int) -> Callable[[jax.Array], jax.Array]:
+            return lambda keys: jnp.pad(lax.top_k(keys, size)[1], (0, padded_length - size))
 
-    index = jnp.searchsorted(jnp.asarray(sizes), num_winners)
-    return bucket_switch(index, [top(size) for size in sizes], keys)
+        rest = bucket_switch(size_index, [top(size) for size in sizes], keys)
+        rest = rest[jnp.maximum(jnp.arange(padded_length) - num_distinct, 0)]
+        coords = jnp.where(is_drawn, drawn.coords, rest)
+        return _path_with_choices(key_choices, log_w, coords, path_length), jnp.zeros((), bool)
+
+    # a loop run once or never rather than a conditional: under `vmap` a conditional runs
+    # both branches for every chain, a loop only when some chain needs the completion
+    return lax.while_loop(lambda carry: carry[1], complete, (drawn, num_distinct < path_length))[0]
 
 
 def path_log_prob(
@@ -290,7 +381,7 @@ def build_kernel(
     :param log_balancing: log balancing function, see
         :mod:`~numpyro_discrete.core.balancing`.
     :param neighbourhood: candidate values per coordinate.
-    :param buckets: static top-k sizes, see :func:`top_k_buckets`; the path length of every
+    :param buckets: static path sizes, see :func:`path_size_buckets`; the path length of every
         step must be at most ``buckets[-1]``.
     :return: ``kernel(rng_key, state, local_fn, path_length) -> (state, info)``.
     """
@@ -302,27 +393,36 @@ def build_kernel(
         local_fn: LocalFn,
         path_length: jax.Array,
     ) -> tuple[PathState, PathInfo]:
-        key_path, key_accept = random.split(rng_key)
+        key_draws, key_rest, key_accept = random.split(rng_key, 3)
         x = state.position
         log_w_x = log_weights(log_balancing, state.log_ratios)
+        log_w_coord_x = _coordinate_log_weights(log_w_x)
+        cumulative = _cumulative_weights(log_w_coord_x)
 
-        # The path work is O(k) in the top-k size k: each bucket gets its own branch, and
-        # the path travels between the two branch points padded to the largest bucket.
-        def forward(k: int) -> Callable[[jax.Array], Path]:
-            def branch(key: jax.Array) -> Path:
-                return _pad(sample_path(key, log_w_x, path_length, k), buckets[-1])
+        # The path work is O(k) in the path size k: each bucket gets its own branch, and
+        # the path travels between the branch points padded to the largest bucket. Work
+        # of size N stays outside the branches, compiled once rather than once per bucket.
+        def forward(k: int) -> Callable[[jax.Array], tuple[Path, jax.Array]]:
+            def branch(key: jax.Array) -> tuple[Path, jax.Array]:
+                drawn, num_distinct = _draw_path(
+                    key, log_w_x, log_w_coord_x, cumulative, path_length, k, None
+                )
+                return _pad(drawn, buckets[-1]), num_distinct
 
             return branch
 
         bucket = jnp.searchsorted(jnp.asarray(buckets), path_length)
-        padded = bucket_switch(bucket, [forward(k) for k in buckets], key_path)
+        drawn, num_distinct = bucket_switch(bucket, [forward(k) for k in buckets], key_draws)
+        padded = _complete_path(
+            key_rest, log_w_x, log_w_coord_x, drawn, num_distinct, path_length, buckets, bucket
+        )
         y = apply_path(x, padded, neighbourhood)
 
         log_p_y, log_ratios_y = local_fn(y)
         log_w_y = log_weights(log_balancing, log_ratios_y)
         # the off-path mass at both ends of the path, in one reduction
         log_off_path = off_path_log_mass(
-            jnp.stack([_coordinate_log_weights(log_w_x), _coordinate_log_weights(log_w_y)]),
+            jnp.stack([log_w_coord_x, _coordinate_log_weights(log_w_y)]),
             padded.on_path,
         )
 
@@ -362,7 +462,7 @@ def build_kernel(
 
 
 def bucket_switch(index: jax.Array, branches: list[Callable], operand: Any) -> Any:
-    """The branch of the top-k bucket `index` (:func:`lax.switch`), or the only branch when
+    """The branch of the path-size bucket `index` (:func:`lax.switch`), or the only branch when
     there is one (no dispatch to compile)."""
     if len(branches) == 1:
         return branches[0](operand)

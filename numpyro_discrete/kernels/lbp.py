@@ -253,7 +253,7 @@ class LBP(MCMCKernel):
 
     def _build_step(self) -> Callable:
         """The core transition kernel, built at ``init`` once the layout is known."""
-        buckets = path.top_k_buckets(self._max_path_length(self._layout))
+        buckets = path.path_size_buckets(self._max_path_length(self._layout))
         return path.build_kernel(get_balancing(self._balancing), self._neighbourhood, buckets)
 
     def _initial_scale(self) -> float:
@@ -619,7 +619,7 @@ class ALBP(LBP):
     :param float target_accept_prob: target acceptance rate of the adaptation, in (0, 1).
     :param float init_num_flips: initial scale ``R_1 >= 1``.
     :param int max_num_flips: upper bound ``R_max`` of the scale; defaults to the number of
-        discrete coordinates. It is also the static bound of the top-k path sampler.
+        discrete coordinates. It is also the static bound of the path sampler.
     :param str balancing: as in :class:`LBP`.
     :param weights: as in :class:`LBP`.
     :param int ordinal_window: as in :class:`LBP`.
