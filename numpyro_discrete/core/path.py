@@ -46,6 +46,7 @@ __all__ = [
     "build_kernel",
     "cumulative_sum",
     "default_num_draws",
+    "default_num_draws",
     "init",
     "off_path_log_mass",
     "path_from_coords",
@@ -153,15 +154,9 @@ def sample_path(
     :param num_draws: static number of draws with replacement tried before the completion
         (default :func:`default_num_draws` of `length`).
     """
-    key_draws, key_rest = random.split(rng_key)
     log_w_coord = _coordinate_log_weights(log_w)
     cumulative = _cumulative_weights(log_w_coord)
-    drawn, num_distinct = _draw_path(
-        key_draws, log_w, log_w_coord, cumulative, path_length, length, num_draws
-    )
-    return _complete_path(
-        key_rest, log_w, log_w_coord, drawn, num_distinct, path_length, (length,), 0
-    )
+    return _sample_path(rng_key, log_w, log_w_coord, cumulative, path_length, length, num_draws)
 
 
 def default_num_draws(length: int) -> int:
@@ -178,7 +173,7 @@ def _cumulative_weights(log_w_coord: jax.Array) -> jax.Array:
     return lax.associative_scan(jnp.add, jnp.exp(log_w_coord - shift))
 
 
-def _draw_path(
+def _sample_path(
     rng_key: jax.Array,
     log_w: jax.Array,
     log_w_coord: jax.Array,
@@ -186,76 +181,68 @@ def _draw_path(
     path_length: jax.Array,
     length: int,
     num_draws: int | None,
-) -> tuple[Path, jax.Array]:
-    """The path of the distinct coordinates among `num_draws` draws with replacement, in
-    order of first occurrence (at most `length` of them), and how many there were."""
-    key_coords, key_choices = random.split(rng_key)
-    num_coords = log_w.shape[0]
+) -> Path:
+    """:func:`sample_path` given the coordinate weights and their cumulative sums (work of
+    size ``N`` that the kernel does once, outside its branches of size ``length``)."""
+    key_draws, key_rest, key_choices = random.split(rng_key, 3)
     if num_draws is None:
         num_draws = default_num_draws(length)
-    targets = uniform(key_coords, num_draws, cumulative.dtype) * cumulative[-1]
+    coords, num_distinct = _draw_distinct(key_draws, log_w_coord, cumulative, length, num_draws)
+    coords = _complete(key_rest, log_w_coord, coords, num_distinct, path_length)
+    num_coords, num_candidates = log_w.shape
+    if num_candidates == 1:
+        choices = jnp.zeros(length, dtype=jnp.int32)
+    else:
+        choices = random.categorical(key_choices, log_w[coords], axis=-1)
+    return path_from_coords(coords, choices, path_length, num_coords)
+
+
+def _draw_distinct(
+    rng_key: jax.Array,
+    log_w_coord: jax.Array,
+    cumulative: jax.Array,
+    length: int,
+    num_draws: int,
+) -> tuple[jax.Array, jax.Array]:
+    """The distinct coordinates among `num_draws` draws with replacement, in order of first
+    occurrence (the first `length` of them, zero-padded), and how many there were."""
+    num_coords = log_w_coord.shape[0]
+    targets = uniform(rng_key, num_draws, cumulative.dtype) * cumulative[-1]
     draws = jnp.searchsorted(cumulative, targets, side="right")
     draws = jnp.minimum(draws, num_coords - 1).astype(jnp.int32)
     order = jnp.arange(num_draws, dtype=jnp.int32)
     first_draw = jnp.full(num_coords, num_draws, jnp.int32).at[draws].min(order)
     # a coordinate of zero weight is never drawn, whatever the rounding of `cumulative`
     is_first = (first_draw[draws] == order) & (log_w_coord[draws] > -jnp.inf)
-    num_distinct = jnp.sum(is_first, dtype=jnp.int32)
     # a coordinate's place on the path: the number of distinct ones drawn before it
     place = jnp.where(is_first, jnp.cumsum(is_first, dtype=jnp.int32) - 1, length)
     coords = jnp.zeros(length, jnp.int32).at[place].set(draws, mode="drop")
-    return _path_with_choices(key_choices, log_w, coords, path_length), num_distinct
+    return coords, jnp.sum(is_first, dtype=jnp.int32)
 
 
-def _path_with_choices(
-    rng_key: jax.Array, log_w: jax.Array, coords: jax.Array, path_length: jax.Array
-) -> Path:
-    """The path through `coords`, each coordinate's candidate drawn by its weight."""
-    num_coords, num_candidates = log_w.shape
-    if num_candidates == 1:
-        choices = jnp.zeros(coords.shape[0], dtype=jnp.int32)
-    else:
-        choices = random.categorical(rng_key, log_w[coords], axis=-1)
-    return path_from_coords(coords, choices, path_length, num_coords)
-
-
-def _complete_path(
+def _complete(
     rng_key: jax.Array,
-    log_w: jax.Array,
     log_w_coord: jax.Array,
-    drawn: Path,
+    coords: jax.Array,
     num_distinct: jax.Array,
     path_length: jax.Array,
-    sizes: Sequence[int],
-    size_index: jax.Array | int,
-) -> Path:
-    """
-    `drawn`, whose first `num_distinct` coordinates are drawn, completed to `path_length`
-    coordinates by Gumbel-top-k among the others when `num_distinct` falls short.
+) -> jax.Array:
+    """`coords`, of which the first `num_distinct` are drawn, completed to `path_length`
+    coordinates by Gumbel-top-k among the others when `num_distinct` falls short."""
+    num_coords, length = log_w_coord.shape[0], coords.shape[0]
 
-    The top-k has the static size ``sizes[size_index]``; `drawn` may be padded beyond it.
-    """
-    key_keys, key_choices = random.split(rng_key)
-    num_coords, padded_length = log_w_coord.shape[0], drawn.coords.shape[0]
-
-    def complete(carry: tuple[Path, jax.Array]) -> tuple[Path, jax.Array]:
-        drawn, _ = carry
-        is_drawn = jnp.arange(padded_length) < num_distinct
-        taken = jnp.zeros(num_coords, bool).at[drawn.coords].max(is_drawn)
+    def complete(carry: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
+        coords, _ = carry
+        is_drawn = jnp.arange(length) < num_distinct
+        taken = jnp.zeros(num_coords, bool).at[coords].max(is_drawn)
         keys = jnp.where(taken, -jnp.inf, log_w_coord)
-        keys = keys + gumbel(key_keys, num_coords, log_w_coord.dtype)
-
-        def top(size: int) -> Callable[[jax.Array], jax.Array]:
-            return lambda keys: jnp.pad(lax.top_k(keys, size)[1], (0, padded_length - size))
-
-        rest = bucket_switch(size_index, [top(size) for size in sizes], keys)
-        rest = rest[jnp.maximum(jnp.arange(padded_length) - num_distinct, 0)]
-        coords = jnp.where(is_drawn, drawn.coords, rest)
-        return _path_with_choices(key_choices, log_w, coords, path_length), jnp.zeros((), bool)
+        keys = keys + gumbel(rng_key, num_coords, log_w_coord.dtype)
+        rest = lax.top_k(keys, length)[1][jnp.maximum(jnp.arange(length) - num_distinct, 0)]
+        return jnp.where(is_drawn, coords, rest), jnp.zeros((), bool)
 
     # a loop run once or never rather than a conditional: under `vmap` a conditional runs
     # both branches for every chain, a loop only when some chain needs the completion
-    return lax.while_loop(lambda carry: carry[1], complete, (drawn, num_distinct < path_length))[0]
+    return lax.while_loop(lambda carry: carry[1], complete, (coords, num_distinct < path_length))[0]
 
 
 def path_log_prob(
@@ -393,7 +380,7 @@ def build_kernel(
         local_fn: LocalFn,
         path_length: jax.Array,
     ) -> tuple[PathState, PathInfo]:
-        key_draws, key_rest, key_accept = random.split(rng_key, 3)
+        key_draws, key_accept = random.split(rng_key)
         x = state.position
         log_w_x = log_weights(log_balancing, state.log_ratios)
         log_w_coord_x = _coordinate_log_weights(log_w_x)
@@ -402,20 +389,15 @@ def build_kernel(
         # The path work is O(k) in the path size k: each bucket gets its own branch, and
         # the path travels between the branch points padded to the largest bucket. Work
         # of size N stays outside the branches, compiled once rather than once per bucket.
-        def forward(k: int) -> Callable[[jax.Array], tuple[Path, jax.Array]]:
-            def branch(key: jax.Array) -> tuple[Path, jax.Array]:
-                drawn, num_distinct = _draw_path(
-                    key, log_w_x, log_w_coord_x, cumulative, path_length, k, None
-                )
-                return _pad(drawn, buckets[-1]), num_distinct
+        def forward(k: int) -> Callable[[jax.Array], Path]:
+            def branch(key: jax.Array) -> Path:
+                path = _sample_path(key, log_w_x, log_w_coord_x, cumulative, path_length, k, None)
+                return _pad(path, buckets[-1])
 
             return branch
 
         bucket = jnp.searchsorted(jnp.asarray(buckets), path_length)
-        drawn, num_distinct = bucket_switch(bucket, [forward(k) for k in buckets], key_draws)
-        padded = _complete_path(
-            key_rest, log_w_x, log_w_coord_x, drawn, num_distinct, path_length, buckets, bucket
-        )
+        padded = bucket_switch(bucket, [forward(k) for k in buckets], key_draws)
         y = apply_path(x, padded, neighbourhood)
 
         log_p_y, log_ratios_y = local_fn(y)
