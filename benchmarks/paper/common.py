@@ -12,7 +12,7 @@ Both take a real scale ``R_t``: each step uses its probabilistic rounding
 (:func:`~numpyro_discrete.core.adaptation.round_path_length`, Alg. 2 line 5), and during
 warmup ``R_t`` may follow the Robbins-Monro recursion towards a target acceptance
 (:func:`~numpyro_discrete.core.adaptation.adapt_scale`, Alg. 2 lines 17-19; ALBP with
-0.574, ARWM with 0.234, any other target for the sweeps). The top-k of every step has one
+0.574, ARWM with 0.234, any other target for the sweeps). The path of every step has one
 of two static sizes, 1 or ``max_scale`` (chosen per step by ``lax.switch``), and ``R_t`` is
 clipped to ``max_scale``: one compiled program per family and target serves every scale
 and every target acceptance, and the experiments of a run share it (:class:`Cache`).
@@ -239,7 +239,7 @@ class Family:
     A sampler family on one target, as pure functions.
 
     - **name** - ``"LBP"`` or ``"RWM"``.
-    - **max_scale** - static top-k size; ``R_t`` is clipped to ``[1, max_scale]``.
+    - **max_scale** - static path size; ``R_t`` is clipped to ``[1, max_scale]``.
     - **init** - ``x -> state``.
     - **step** - ``(key, state, R) -> (state, min(1, A))`` with an integer path length ``R``.
     """

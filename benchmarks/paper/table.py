@@ -16,8 +16,8 @@ consecutive draws), ESS (``numpyro.diagnostics.effective_sample_size``) per coor
 sampling time. Times are wall times up to ``jax.block_until_ready`` of a program compiled
 ahead of time (compilation timed apart, once per family and target: the three samplers of
 a family share their programs, and the warmup one with the efficiency sweep). Both
-families draw their path with a static top-k of size 1 or ``max_scale`` (see
-:mod:`benchmarks.paper.common`), so ``R = 1`` rows skip the large top-k.
+families draw their path with a static size of 1 or ``max_scale`` (see
+:mod:`benchmarks.paper.common`), so ``R = 1`` rows skip the large path.
 """
 
 from collections.abc import Sequence
