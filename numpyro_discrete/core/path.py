@@ -46,14 +46,13 @@ __all__ = [
     "build_kernel",
     "cumulative_sum",
     "default_num_draws",
-    "default_num_draws",
     "init",
     "off_path_log_mass",
     "path_from_coords",
     "path_log_prob",
+    "path_size_buckets",
     "reverse_path",
     "sample_path",
-    "path_size_buckets",
 ]
 
 
