@@ -64,10 +64,11 @@ def test_sampled_paths_follow_the_sequential_draw(num_draws):
 
 
 def test_completion_reaches_coordinates_whose_weight_underflows():
-    """Weights ``1, e^-50, e^-200, e^-300`` and a zero: in float32 the last three positive
-    ones underflow against the first, so the draws with replacement find one or two
-    coordinates and Gumbel-top-k completes the path, in weight order (a Gumbel gap of 100
-    has probability ``e^-100``)."""
+    """Weights ``1, e^-50, e^-200, e^-300`` and a zero: in float32 ``e^-200`` and ``e^-300``
+    underflow against the first, and ``e^-50`` is drawn with probability ``2e-22``, so the
+    draws with replacement find one coordinate and Gumbel-top-k completes the path, in
+    weight order (log-weight gaps of 50 or more are crossed with probability below
+    ``e^-50``)."""
     log_w = jnp.asarray([[-300.0], [0.0], [-inf], [-50.0], [-200.0]], jnp.float32)
     sample = jax.jit(jax.vmap(lambda key: path.sample_path(key, log_w, jnp.int32(4), 4)))
     sampled = sample(random.split(random.key(1), 1000))

@@ -167,6 +167,8 @@ def default_num_draws(length: int) -> int:
 
 def _cumulative_weights(log_w_coord: jax.Array) -> jax.Array:
     """Cumulative coordinate weights, scaled so that the largest weight is 1."""
+    # a scan rather than `cumulative_sum`: N is rarely a multiple of its block, and on CPU
+    # padding to one cost more than the scan's log N passes at N = 2500 (28 against 12 us)
     shift = jnp.max(log_w_coord)
     shift = jnp.where(jnp.isfinite(shift), shift, 0.0)
     return lax.associative_scan(jnp.add, jnp.exp(log_w_coord - shift))
