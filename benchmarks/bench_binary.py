@@ -101,7 +101,7 @@ import math
 import os
 from pathlib import Path
 import time
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
@@ -115,6 +115,9 @@ from numpyro.infer.mcmc import MCMCKernel
 from numpyro_discrete import ALBP, LBP
 
 from benchmarks.measurement import (
+    PROBE_DRAWS,
+    PROBE_REPEATS,
+    call_timing,
     chunk_timing,
     coordinate_ess,
     environment,
@@ -129,10 +132,6 @@ from benchmarks.targets import Target, bernoulli_target, ising_target
 
 DEFAULT_OUT_DIR = Path(__file__).resolve().parent / "results"
 SITE = "x"
-#: draws of the short run that measures numpyro's per-``run`` overhead
-PROBE_DRAWS = 10
-#: timed probe runs (after one that compiles); the fastest is used
-PROBE_REPEATS = 3
 GIBBS = "DiscreteGibbs"
 
 #: EJD of ALBP normalised by LBP-1 (same balancing), Sun, Dai and Schuurmans (2022):
@@ -285,28 +284,6 @@ def _rate(ess: float, seconds: float) -> float:
 # --- running ------------------------------------------------------------------------------
 
 
-class CallTiming(NamedTuple):
-    """Per-draw cost and per-``run`` overhead, from a typical chunk and a short probe run."""
-
-    seconds_per_draw: float
-    overhead_s: float
-
-
-def _call_timing(
-    chunk_s: Sequence[float], chunk_size: int, probe_s: float, probe_size: int
-) -> CallTiming:
-    """Two compiled runs of one sampler, ``t = overhead + draws * per_draw`` each: the
-    fastest compiled chunk and the fastest probe, solved for both unknowns."""
-    # the fastest of the compiled chunks and of the probes: timing noise only adds
-    typical = min(chunk_s[1:])
-    if typical <= probe_s:
-        # chunks too short to tell their draws from the noise of the overhead: the
-        # chunk's whole time counts as sampling, and the overhead stays unknown (NaN)
-        return CallTiming(typical / chunk_size, math.nan)
-    per_draw = (typical - probe_s) / (chunk_size - probe_size)
-    return CallTiming(per_draw, probe_s - probe_size * per_draw)
-
-
 def _timed_run(mcmc: MCMC, spec: "SamplerSpec") -> float:
     start = time.perf_counter()
     mcmc.run(mcmc.post_warmup_state.rng_key, extra_fields=spec.extra_fields)
@@ -356,7 +333,7 @@ def run_sampler(
     mcmc.num_samples = probe_size
     _timed_run(mcmc, spec)
     probe_s = min(_timed_run(mcmc, spec) for _ in range(PROBE_REPEATS))
-    calls = _call_timing(chunk_s, chunk_size, probe_s, probe_size)
+    calls = call_timing(chunk_s, chunk_size, probe_s, probe_size)
     x = np.concatenate(draws, axis=1).astype(np.int8)  # (chains, draws, N)
     extra = {k: np.concatenate([e[k] for e in extras], axis=1) for k in spec.extra_fields}
 
@@ -369,7 +346,7 @@ def run_sampler(
     # same program as a chunk when the two are equal
     compiled_in_warmup = num_warmup == chunk_size
     compile_s = chunk_timing(chunk_s, warmup_s, compiled_in_warmup)[0]
-    sampling_s = calls.seconds_per_draw * x.shape[1]
+    sampling_s = calls.seconds_per_step * x.shape[1]
 
     def mean_of(field: str) -> float | None:
         return float(np.mean(extra[field])) if field in extra else None

@@ -44,7 +44,13 @@ mean acceptance probability and path length ``R`` over the draws.
 
 Timing follows :mod:`benchmarks.bench_binary`: a fresh persistent compilation cache,
 ``mcmc.warmup`` timed with compilation, then ``--num-chunks`` sampling chunks timed up to
-``jax.block_until_ready``, the first one's compilation removed. Budget: before the real
+``jax.block_until_ready``, the first one's compilation removed, then a short probe run whose
+time separates the fixed cost of every ``MCMC.run`` call (numpyro re-traces its loop, JAX
+lowers it and loads the cached executable: several seconds for the large LBPGibbs program,
+as much as thousands of its steps) from the cost per step; **sampling s** is the cost per
+step times the steps, **run overhead s** the fixed cost. With ``--sampling-seconds``, the
+number of steps is planned from the cost per step measured after warmup, in one jitted loop
+(the pilot below runs unadapted steps, e.g. NUTS trees of any depth). Budget: before the real
 run, each sampler's cost per step is measured on a few jitted steps of its kernel (after
 compiling them); if ``warmup x cost`` plus two sampling chunks exceeds ``--time-budget``
 seconds, the sampler is reported as "over budget" with the predicted time instead of being
@@ -80,7 +86,7 @@ from typing import Any
 import numpy as np
 
 import jax
-from jax import random
+from jax import lax, random
 import jax.numpy as jnp
 
 import numpyro
@@ -91,6 +97,9 @@ from numpyro.infer.mcmc import MCMCKernel
 from numpyro_discrete import ALBP, LBPGibbs
 
 from benchmarks.measurement import (
+    PROBE_DRAWS,
+    PROBE_REPEATS,
+    call_timing,
     chunk_timing,
     coordinate_ess,
     environment,
@@ -173,6 +182,8 @@ class Row:
     warmup_s: float | None = None
     compile_s: float | None = None
     sampling_s: float | None = None
+    run_overhead_s: float | None = None
+    chunk_s: list[float] | None = None
     ess_w_min: float | None = None
     ess_x_min: float | None = None
     ess_x_hamming: float | None = None
@@ -194,7 +205,8 @@ def _is_oom(error: BaseException) -> bool:
 
 
 def step_cost(kernel: MCMCKernel, rng_key: jax.Array, model_args: tuple, steps: int = 3) -> float:
-    """Seconds per jitted ``kernel.sample`` step, after compiling it."""
+    """Seconds per jitted ``kernel.sample`` step from the kernel's initial state, after
+    compiling it (the pilot of the budget check)."""
     state = kernel.init(rng_key, 0, None, model_args, {})
     sample = jax.jit(lambda s: kernel.sample(s, model_args, {}))
     # twice: the first output's dtypes may differ from the initial state's (one retrace)
@@ -204,6 +216,49 @@ def step_cost(kernel: MCMCKernel, rng_key: jax.Array, model_args: tuple, steps: 
         state = sample(state)
     jax.block_until_ready(state)
     return (time.perf_counter() - start) / steps
+
+
+def steady_step_cost(
+    kernel: MCMCKernel, state: Any, model_args: tuple, min_seconds: float = 2.0
+) -> float:
+    """Seconds per ``kernel.sample`` step from `state` (a post-warmup state), the steps run
+    in one jitted loop, as ``MCMC`` runs them, for at least `min_seconds`: a small step's
+    cost would otherwise include Python's dispatch of each step."""
+    run = jax.jit(
+        lambda s, n: lax.fori_loop(0, n, lambda _, s: kernel.sample(s, model_args, {}), s)
+    )
+    jax.block_until_ready(run(state, 2))
+    num_steps = 3
+    while True:
+        start = time.perf_counter()
+        jax.block_until_ready(run(state, num_steps))
+        elapsed = time.perf_counter() - start
+        if elapsed >= min_seconds:
+            return elapsed / num_steps
+        num_steps = math.ceil(num_steps * min(10.0, 1.2 * min_seconds / max(elapsed, 1e-4)))
+
+
+def _timed_run(mcmc: MCMC, model_args: tuple, extra_fields: tuple[str, ...]) -> float:
+    start = time.perf_counter()
+    mcmc.run(mcmc.post_warmup_state.rng_key, *model_args, extra_fields=extra_fields)
+    jax.block_until_ready(mcmc.get_samples(group_by_chain=True))
+    return time.perf_counter() - start
+
+
+def sampling_plan(
+    num_samples: int,
+    step_s: float,
+    num_chunks: int,
+    sampling_seconds: float | None,
+    max_draws: int,
+) -> tuple[int, int]:
+    """``(thinning, chunk)``: with `sampling_seconds`, the steps that fill that time at
+    `step_s` per step (at least `num_samples`), thinned to at most `max_draws` kept draws;
+    split into `num_chunks` chunks of whole thinning periods."""
+    if sampling_seconds is not None:
+        num_samples = max(num_samples, round(sampling_seconds / step_s))
+    thinning = max(1, math.ceil(num_samples / max_draws))
+    return thinning, thinning * math.ceil(num_samples / (num_chunks * thinning))
 
 
 def run_method(
@@ -232,10 +287,9 @@ def run_method(
             raise
         row.status, row.note = "out of memory", f"{type(error).__name__} at the first step"
         return row
-    if sampling_seconds is not None:
-        num_samples = max(num_samples, round(sampling_seconds / row.step_s))
-    row.thinning = max(1, math.ceil(num_samples / max_draws))
-    chunk = row.thinning * math.ceil(num_samples / (num_chunks * row.thinning))
+    row.thinning, chunk = sampling_plan(
+        num_samples, row.step_s, num_chunks, sampling_seconds, max_draws
+    )
     row.num_samples = chunk * num_chunks
     row.predicted_s = row.step_s * (num_warmup + row.num_samples)
     minimum_s = row.step_s * (num_warmup + 2 * chunk)
@@ -250,6 +304,14 @@ def run_method(
     mcmc.warmup(key_run, *model_args)
     jax.block_until_ready(mcmc.post_warmup_state)
     row.warmup_s = time.perf_counter() - start
+    if sampling_seconds is not None:
+        # The pilot's cost is that of unadapted steps (NUTS's first step size is 1, its trees
+        # of any depth); equal sampling time needs the cost after warmup.
+        row.step_s = steady_step_cost(mcmc.sampler, mcmc.post_warmup_state, model_args)
+        row.thinning, chunk = sampling_plan(
+            num_samples, row.step_s, num_chunks, sampling_seconds, max_draws
+        )
+        mcmc.num_samples, mcmc.thinning = chunk, row.thinning
     draws: dict[str, list[np.ndarray]] = {"w": [], "x": []}
     extra_fields = ("accept_prob", "num_flips") if method.reports_discrete_move else ()
     moves: dict[str, list[np.ndarray]] = {name: [] for name in extra_fields}
@@ -261,18 +323,26 @@ def run_method(
             row.status = "stopped at budget"
             row.note = f"{len(chunk_s)} of {num_chunks} chunks within {budget:.0f} s"
             break
-        start = time.perf_counter()
-        mcmc.run(mcmc.post_warmup_state.rng_key, *model_args, extra_fields=extra_fields)
-        samples = jax.block_until_ready(mcmc.get_samples(group_by_chain=True))
-        chunk_s.append(time.perf_counter() - start)
+        chunk_s.append(_timed_run(mcmc, model_args, extra_fields))
+        samples = mcmc.get_samples(group_by_chain=True)
         for site in draws if method.samples_x else ("w",):
             draws[site].append(np.asarray(samples[site]))
         fields = mcmc.get_extra_fields()
         for name in moves:
             moves[name].append(np.asarray(fields[name]))
         mcmc.post_warmup_state = mcmc.last_state
-    row.compile_s, row.sampling_s = chunk_timing(chunk_s, row.warmup_s, num_warmup == chunk)
+    # the probe: a run of a few kept draws from the last state, timed at its second call
+    # (the first compiles its program), separates numpyro's per-run overhead from sampling
+    probe_steps = row.thinning * max(1, min(PROBE_DRAWS, chunk // (10 * row.thinning)))
+    mcmc.num_samples = probe_steps
+    _timed_run(mcmc, model_args, extra_fields)
+    probe_s = min(_timed_run(mcmc, model_args, extra_fields) for _ in range(PROBE_REPEATS))
+    calls = call_timing(chunk_s, chunk, probe_s, probe_steps)
+    row.compile_s = chunk_timing(chunk_s, row.warmup_s, num_warmup == chunk)[0]
     row.num_samples = chunk * len(chunk_s)
+    row.sampling_s = calls.seconds_per_step * row.num_samples
+    row.run_overhead_s = calls.overhead_s
+    row.chunk_s = chunk_s
     if moves:
         row.discrete_accept_prob = float(np.concatenate(moves["accept_prob"]).mean())
         row.mean_num_flips = float(np.concatenate(moves["num_flips"]).mean())
@@ -308,10 +378,11 @@ def markdown_report(rows: Sequence[Row], settings: dict[str, Any]) -> str:
         f"{settings['cpu_count']} CPU(s), jax {jax.__version__}, numpyro "
         f"{numpyro.__version__}.",
         "",
-        "| sampler | status | steps | thinning | s/step | compile s | sampling s | ESS w (min) "
+        "| sampler | status | steps | thinning | s/step | compile s | run overhead s "
+        "| sampling s | ESS w (min) "
         "| ESS X (min) | ESS X Ham. | ESS w/s | ESS X min/s | ESS X Ham./s "
         "| w/s vs best Gibbs-type | X accept | X mean R |",
-        "|" + "---|" * 16,
+        "|" + "---|" * 17,
     ]
     for row in rows:
         ok = row.status in ("ok", "stopped at budget")
@@ -322,6 +393,7 @@ def markdown_report(rows: Sequence[Row], settings: dict[str, Any]) -> str:
             str(row.thinning) if ok else "-",
             fmt(row.step_s, 3),
             fmt(row.compile_s),
+            fmt(row.run_overhead_s),
             fmt(row.sampling_s),
             fmt(row.ess_w_min, 4),
             fmt(row.ess_x_min, 4),

@@ -12,7 +12,7 @@ import platform
 import statistics
 import subprocess
 import tempfile
-from typing import Any
+from typing import Any, NamedTuple
 import warnings
 
 import numpy as np
@@ -26,6 +26,10 @@ from numpyro.diagnostics import effective_sample_size
 import numpyro_discrete
 
 __all__ = [
+    "PROBE_DRAWS",
+    "PROBE_REPEATS",
+    "CallTiming",
+    "call_timing",
     "chunk_timing",
     "coordinate_ess",
     "environment",
@@ -66,6 +70,38 @@ def hamming_ess(draws: np.ndarray, reference: np.ndarray) -> float:
 
 
 # --- timing -------------------------------------------------------------------------------
+
+
+#: kept draws of the short run that measures numpyro's per-``MCMC.run`` overhead
+PROBE_DRAWS = 10
+#: timed probe runs (after one that compiles); the fastest is used
+PROBE_REPEATS = 3
+
+
+class CallTiming(NamedTuple):
+    """Per-step cost and per-``MCMC.run`` overhead, from a typical chunk and a short probe
+    run."""
+
+    seconds_per_step: float
+    overhead_s: float
+
+
+def call_timing(
+    chunk_s: Sequence[float], chunk_size: int, probe_s: float, probe_size: int
+) -> CallTiming:
+    """Two compiled ``MCMC.run`` calls of one sampler, ``t = overhead + steps * per_step``
+    each: the fastest compiled chunk (of `chunk_size` steps) and the fastest probe (of
+    `probe_size`), solved for both unknowns. numpyro's ``run`` re-traces its sampling loop
+    on every call and JAX lowers it and loads the compiled executable again, a fixed cost
+    that is not sampling."""
+    # the fastest of the compiled chunks and of the probes: timing noise only adds
+    typical = min(chunk_s[1:])
+    if typical <= probe_s:
+        # chunks too short to tell their steps from the noise of the overhead: the
+        # chunk's whole time counts as sampling, and the overhead stays unknown (NaN)
+        return CallTiming(typical / chunk_size, math.nan)
+    per_step = (typical - probe_s) / (chunk_size - probe_size)
+    return CallTiming(per_step, probe_s - probe_size * per_step)
 
 
 def chunk_timing(
