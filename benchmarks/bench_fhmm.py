@@ -176,6 +176,7 @@ class Row:
     status: str
     num_warmup: int
     num_samples: int
+    num_chains: int = 1
     thinning: int = 1
     step_s: float | None = None
     predicted_s: float | None = None
@@ -251,12 +252,14 @@ def sampling_plan(
     num_chunks: int,
     sampling_seconds: float | None,
     max_draws: int,
+    num_chains: int = 1,
 ) -> tuple[int, int]:
-    """``(thinning, chunk)``: with `sampling_seconds`, the steps that fill that time at
-    `step_s` per step (at least `num_samples`), thinned to at most `max_draws` kept draws;
-    split into `num_chunks` chunks of whole thinning periods."""
+    """``(thinning, chunk)`` per chain: with `sampling_seconds`, the steps of each of the
+    `num_chains` chains that together fill that time at `step_s` per step (at least
+    `num_samples`), thinned to at most `max_draws` kept draws per chain; split into
+    `num_chunks` chunks of whole thinning periods."""
     if sampling_seconds is not None:
-        num_samples = max(num_samples, round(sampling_seconds / step_s))
+        num_samples = max(num_samples, round(sampling_seconds / (num_chains * step_s)))
     thinning = max(1, math.ceil(num_samples / max_draws))
     return thinning, thinning * math.ceil(num_samples / (num_chunks * thinning))
 
@@ -274,11 +277,15 @@ def run_method(
     reference: np.ndarray,
     sampling_seconds: float | None = None,
     max_draws: int = 4000,
+    num_chains: int = 1,
 ) -> Row:
     """Budget check, warmup, chunked sampling, metrics. With `sampling_seconds`, the
     number of steps is the one that fills that sampling time at the measured cost per step
-    (at least `num_samples`), kept as at most `max_draws` evenly thinned draws."""
-    row = Row(method.name, "ok", num_warmup, num_samples)
+    (at least `num_samples`), kept as at most `max_draws` evenly thinned draws. With
+    `num_chains` > 1, as many independent chains run one after the other, sharing the
+    sampling time; every ESS is numpyro's multi-chain ESS, which falls when the chains
+    disagree."""
+    row = Row(method.name, "ok", num_warmup, num_samples, num_chains)
     key_pilot, key_run = random.split(rng_key)
     try:
         row.step_s = step_cost(method.make(*models), key_pilot, model_args)
@@ -288,18 +295,19 @@ def run_method(
         row.status, row.note = "out of memory", f"{type(error).__name__} at the first step"
         return row
     row.thinning, chunk = sampling_plan(
-        num_samples, row.step_s, num_chunks, sampling_seconds, max_draws
+        num_samples, row.step_s, num_chunks, sampling_seconds, max_draws, num_chains
     )
     row.num_samples = chunk * num_chunks
-    row.predicted_s = row.step_s * (num_warmup + row.num_samples)
-    minimum_s = row.step_s * (num_warmup + 2 * chunk)
+    row.predicted_s = num_chains * row.step_s * (num_warmup + row.num_samples)
+    minimum_s = num_chains * row.step_s * (num_warmup + 2 * chunk)
     if minimum_s > budget:
         row.status = "over budget"
         row.note = f"warmup and two chunks predicted at {minimum_s:.0f} s > budget {budget:.0f} s"
         return row
 
     mcmc = MCMC(method.make(*models), num_warmup=num_warmup, num_samples=chunk,
-                thinning=row.thinning, progress_bar=False)  # fmt: skip
+                thinning=row.thinning, num_chains=num_chains, chain_method="sequential",
+                progress_bar=False)  # fmt: skip
     start = time.perf_counter()
     mcmc.warmup(key_run, *model_args)
     jax.block_until_ready(mcmc.post_warmup_state)
@@ -307,9 +315,12 @@ def run_method(
     if sampling_seconds is not None:
         # The pilot's cost is that of unadapted steps (NUTS's first step size is 1, its trees
         # of any depth); equal sampling time needs the cost after warmup.
-        row.step_s = steady_step_cost(mcmc.sampler, mcmc.post_warmup_state, model_args)
+        first_chain = mcmc.post_warmup_state
+        if num_chains > 1:
+            first_chain = jax.tree.map(lambda leaf: leaf[0], first_chain)
+        row.step_s = steady_step_cost(mcmc.sampler, first_chain, model_args)
         row.thinning, chunk = sampling_plan(
-            num_samples, row.step_s, num_chunks, sampling_seconds, max_draws
+            num_samples, row.step_s, num_chunks, sampling_seconds, max_draws, num_chains
         )
         mcmc.num_samples, mcmc.thinning = chunk, row.thinning
     draws: dict[str, list[np.ndarray]] = {"w": [], "x": []}
@@ -351,7 +362,7 @@ def run_method(
     row.ess_w_per_s = row.ess_w_min / row.sampling_s
     if method.samples_x:
         x = np.concatenate(draws["x"], axis=1)
-        x = x.reshape(1, x.shape[1], -1).astype(np.int8)
+        x = x.reshape(*x.shape[:2], -1).astype(np.int8)
         ess = coordinate_ess(x)
         row.ess_x_min = float(ess[np.isfinite(ess)].min()) if np.isfinite(ess).any() else None
         row.ess_x_hamming = hamming_ess(x, reference)
@@ -365,7 +376,8 @@ def markdown_report(rows: Sequence[Row], settings: dict[str, Any]) -> str:
     lines = [
         f"## bench_fhmm, L = {settings['L']}, K = {settings['K']}",
         "",
-        f"{settings['config']}; one chain; LBPGibbs and NUTS-enum {settings['num_warmup']} "
+        f"{settings['config']}; {_chains(settings.get('num_chains', 1))}; "
+        f"LBPGibbs and NUTS-enum {settings['num_warmup']} "
         f"warmup + {settings['num_samples']} samples, sweep-based kernels and MixedHMC "
         f"{settings['gibbs_num_warmup']} + {settings['gibbs_num_samples']}"
         + (
@@ -409,6 +421,12 @@ def markdown_report(rows: Sequence[Row], settings: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _chains(num_chains: int) -> str:
+    if num_chains == 1:
+        return "one chain"
+    return f"{num_chains} chains run one after the other (steps per chain, multi-chain ESS)"
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="LBPGibbs vs numpyro's samplers on an FHMM.")
     parser.add_argument("--L", type=int, default=200, help="time steps (default 200)")
@@ -435,6 +453,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=4000,
         help="thin the kept draws to at most this many (default 4000)",
     )
+    parser.add_argument(
+        "--num-chains",
+        type=int,
+        default=1,
+        help="independent chains per sampler, run one after the other and sharing "
+        "--sampling-seconds; ESS over all of them (default 1)",
+    )
     parser.add_argument("--methods", nargs="+", default=[m.name for m in METHODS])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true", help="tiny sizes, a smoke test")
@@ -456,7 +481,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         k: getattr(args, k)
         for k in ("L", "K", "config", "num_warmup", "num_samples", "gibbs_num_warmup",
                   "gibbs_num_samples", "num_chunks", "time_budget", "sampling_seconds",
-                  "max_draws", "seed", "quick")
+                  "max_draws", "num_chains", "seed", "quick")
     }  # fmt: skip
     settings["cpu_count"] = os.cpu_count()
     data = fhmm_data(args.L, args.K, args.config, seed=args.seed)
@@ -479,6 +504,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 reference=reference,
                 sampling_seconds=args.sampling_seconds,
                 max_draws=args.max_draws,
+                num_chains=args.num_chains,
             )
             print(f"[L={args.L}, K={args.K}] {method.name}: {row.status} {row.note}", flush=True)
             rows.append(row)

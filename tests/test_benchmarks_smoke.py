@@ -131,6 +131,8 @@ def test_bench_fhmm_equal_sampling_time_plan(monkeypatch):
     # 100 s / 0.01 s = 10^4 steps, thinned by 3 to 3334 draws, in two chunks of 5001
     assert (row.thinning, row.num_samples) == (3, 10002)
     assert row.status == "over budget" and row.predicted_s == pytest.approx(100.12)
+    # two chains share the time: 5000 steps each, thinned by 2, in two chunks of 2500
+    assert bench.sampling_plan(10, 0.01, 2, 100.0, 4000, num_chains=2) == (2, 2500)
 
 
 @pytest.mark.slow

@@ -129,10 +129,12 @@ def test_albp_frozen_scale_is_a_mixture_of_lbp_kernels(x64):
     states = all_binary_states(num_coords)
     kernel.init(random.key(0), 0, {"x": jnp.asarray(states[0])}, (), None)
     sample = jax.jit(jax.vmap(lambda s: kernel.sample(s, (), None)))
+    # one compiled program for every starting state (an eager vmap of `init` per state
+    # would dispatch its operations one by one)
+    init = jax.jit(jax.vmap(lambda k, x: kernel.init(k, 0, {"x": x}, (), None), (0, None)))
     counts = np.zeros_like(mixture)
     for row, x in enumerate(states):
-        init = jax.vmap(lambda k, x=x: kernel.init(k, 0, {"x": jnp.asarray(x)}, (), None))
-        new_state = sample(init(random.split(random.key(100 + row), draws)))
+        new_state = sample(init(random.split(random.key(100 + row), draws), jnp.asarray(x)))
         np.testing.assert_allclose(new_state.num_flips, 1.5)
         np.add.at(counts[row], np.asarray(state_index(new_state.z["x"])), 1)
     assert chi_square_rows(counts, mixture) > 1e-4
