@@ -243,7 +243,12 @@ def _timed_run(mcmc: MCMC, model_args: tuple, extra_fields: tuple[str, ...]) -> 
     start = time.perf_counter()
     mcmc.run(mcmc.post_warmup_state.rng_key, *model_args, extra_fields=extra_fields)
     jax.block_until_ready(mcmc.get_samples(group_by_chain=True))
-    return time.perf_counter() - start
+    elapsed = time.perf_counter() - start
+    # every run (and chain) loads its program anew: free the memory mappings of the previous
+    # ones (a few chains and chunks of LBPGibbs reach vm.max_map_count); after every run, so
+    # that the chunks and the probe pay the same per-run cost
+    release_compiled_programs()
+    return elapsed
 
 
 def sampling_plan(

@@ -148,7 +148,7 @@ def release_compiled_programs() -> None:
     every program it loads, and each timed run loads one (from the persistent cache): a
     process that loads a few dozen large programs exhausts the kernel's limit on memory
     mappings (``vm.max_map_count``, 65530 by default) and crashes in LLVM. Call it between
-    samplers, after their timings.
+    samplers, after their timings, and between the runs of one sampler when there are many.
     """
     jax.clear_caches()
     gc.collect()
