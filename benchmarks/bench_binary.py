@@ -116,7 +116,6 @@ from numpyro_discrete import ALBP, LBP
 
 from benchmarks.measurement import (
     PROBE_DRAWS,
-    PROBE_REPEATS,
     call_timing,
     chunk_timing,
     coordinate_ess,
@@ -126,6 +125,7 @@ from benchmarks.measurement import (
     fresh_compilation_cache,
     hamming_ess,
     json_ready,
+    probe_seconds,
     release_compiled_programs,
 )
 from benchmarks.targets import Target, bernoulli_target, ising_target
@@ -331,8 +331,7 @@ def run_sampler(
     # first compiles its program); its draws are not used
     probe_size = max(1, min(PROBE_DRAWS, chunk_size // 10))
     mcmc.num_samples = probe_size
-    _timed_run(mcmc, spec)
-    probe_s = min(_timed_run(mcmc, spec) for _ in range(PROBE_REPEATS))
+    probe_s = probe_seconds(lambda: _timed_run(mcmc, spec))
     calls = call_timing(chunk_s, chunk_size, probe_s, probe_size)
     x = np.concatenate(draws, axis=1).astype(np.int8)  # (chains, draws, N)
     extra = {k: np.concatenate([e[k] for e in extras], axis=1) for k in spec.extra_fields}

@@ -98,7 +98,6 @@ from numpyro_discrete import ALBP, LBPGibbs
 
 from benchmarks.measurement import (
     PROBE_DRAWS,
-    PROBE_REPEATS,
     call_timing,
     chunk_timing,
     coordinate_ess,
@@ -107,6 +106,7 @@ from benchmarks.measurement import (
     fresh_compilation_cache,
     hamming_ess,
     json_ready,
+    probe_seconds,
     release_compiled_programs,
 )
 from benchmarks.targets import fhmm_data, fhmm_enumerated_model, fhmm_model
@@ -351,8 +351,7 @@ def run_method(
     # (the first compiles its program), separates numpyro's per-run overhead from sampling
     probe_steps = row.thinning * max(1, min(PROBE_DRAWS, chunk // (10 * row.thinning)))
     mcmc.num_samples = probe_steps
-    _timed_run(mcmc, model_args, extra_fields)
-    probe_s = min(_timed_run(mcmc, model_args, extra_fields) for _ in range(PROBE_REPEATS))
+    probe_s = probe_seconds(lambda: _timed_run(mcmc, model_args, extra_fields))
     calls = call_timing(chunk_s, chunk, probe_s, probe_steps)
     row.compile_s = chunk_timing(chunk_s, row.warmup_s, num_warmup == chunk)[0]
     row.num_samples = chunk * len(chunk_s)

@@ -2,7 +2,7 @@
 wall time into compilation and sampling, a fresh persistent compilation cache, the
 environment of a run, and number formatting for the markdown tables and strict JSON."""
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 import contextlib
 import gc
 import math
@@ -27,10 +27,10 @@ import numpyro_discrete
 
 __all__ = [
     "PROBE_DRAWS",
-    "PROBE_REPEATS",
     "CallTiming",
     "call_timing",
     "chunk_timing",
+    "probe_seconds",
     "coordinate_ess",
     "environment",
     "expected_jump_distance",
@@ -76,6 +76,13 @@ def hamming_ess(draws: np.ndarray, reference: np.ndarray) -> float:
 PROBE_DRAWS = 10
 #: timed probe runs (after one that compiles); the fastest is used
 PROBE_REPEATS = 3
+
+
+def probe_seconds(timed_run: Callable[[], float]) -> float:
+    """The fastest of `PROBE_REPEATS` calls of `timed_run` (a timed ``MCMC.run`` of the
+    probe's few draws), after one call that compiles its program: timing noise only adds."""
+    timed_run()
+    return min(timed_run() for _ in range(PROBE_REPEATS))
 
 
 class CallTiming(NamedTuple):
