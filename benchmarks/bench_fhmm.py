@@ -34,13 +34,20 @@ thinned: equal sampling time puts every sampler's ESS above the floor of the est
 where a fixed number of draws leaves the slowly mixing ones at 3 to 5.
 
 Metrics, after warmup: **ESS w** - min over the ``K`` coordinates of
-``numpyro.diagnostics.effective_sample_size``; **ESS X min** - min over the ``L K``
-coordinates with a defined ESS; **ESS X Ham.** - ESS of the Hamming distance to a fixed
-random reference state (as in :mod:`benchmarks.bench_binary`, whose metric helpers are
-reused); the three divided by the sampling time (**/s**), and ESS/s of ``w`` relative to
-the best of the numpyro Gibbs-type kernels (``Gibbs[...]``, ``DiscreteHMCGibbs``,
-``MixedHMC``); for the LBPGibbs rows, **X accept** and **X mean R**, the discrete block's
-mean acceptance probability and path length ``R`` over the draws.
+``numpyro.diagnostics.effective_sample_size``; **ESS w within chains** - the same with each
+chain's ESS computed alone and summed over the chains (with ``--num-chains``: far above the
+multi-chain ESS when each chain mixes within a mode and the chains sit in different
+modes); **ESS sorted abs(w)** - min ESS of the order statistics of ``|w|``, which are
+invariant under the posterior's symmetries (permuting the hidden chains together with their
+weights, and, up to the weak priors on ``x_0`` and ``b``, flipping a chain,
+``x_k -> 1 - x_k, w_k -> -w_k, b -> b + w_k``), so that chains in mirror modes agree on
+them; **ESS X min** - min over the ``L K`` coordinates with a defined ESS; **ESS X Ham.** -
+ESS of the Hamming distance to a fixed random reference state (as in
+:mod:`benchmarks.bench_binary`, whose metric helpers are reused); ESS per second of
+sampling (**/s**), and ESS/s of ``w`` and of sorted ``|w|`` relative to the best of the
+numpyro Gibbs-type kernels (``Gibbs[...]``, ``DiscreteHMCGibbs``, ``MixedHMC``); for the
+LBPGibbs rows, **X accept** and **X mean R**, the discrete block's mean acceptance
+probability and path length ``R`` over the draws.
 
 Timing follows :mod:`benchmarks.bench_binary`: a fresh persistent compilation cache,
 ``mcmc.warmup`` timed with compilation, then ``--num-chunks`` sampling chunks timed up to
@@ -186,12 +193,16 @@ class Row:
     run_overhead_s: float | None = None
     chunk_s: list[float] | None = None
     ess_w_min: float | None = None
+    ess_w_within_chains: float | None = None
+    ess_w_sorted_abs: float | None = None
     ess_x_min: float | None = None
     ess_x_hamming: float | None = None
     ess_w_per_s: float | None = None
+    ess_w_sorted_abs_per_s: float | None = None
     ess_x_min_per_s: float | None = None
     ess_x_hamming_per_s: float | None = None
     w_per_s_vs_best_gibbs: float | None = None
+    w_sorted_abs_per_s_vs_best_gibbs: float | None = None
     discrete_accept_prob: float | None = None
     mean_num_flips: float | None = None
     note: str = ""
@@ -364,6 +375,9 @@ def run_method(
     w = np.concatenate(draws["w"], axis=1)
     row.ess_w_min = float(np.nanmin(coordinate_ess(w)))
     row.ess_w_per_s = row.ess_w_min / row.sampling_s
+    row.ess_w_within_chains = within_chain_ess(w)
+    row.ess_w_sorted_abs = float(np.nanmin(coordinate_ess(np.sort(np.abs(w), axis=-1))))
+    row.ess_w_sorted_abs_per_s = row.ess_w_sorted_abs / row.sampling_s
     if method.samples_x:
         x = np.concatenate(draws["x"], axis=1)
         x = x.reshape(*x.shape[:2], -1).astype(np.int8)
@@ -374,6 +388,16 @@ def run_method(
             row.ess_x_min_per_s = row.ess_x_min / row.sampling_s
         row.ess_x_hamming_per_s = row.ess_x_hamming / row.sampling_s
     return row
+
+
+def within_chain_ess(w: np.ndarray) -> float:
+    """Min over coordinates of the sum over chains of each chain's own ESS of the
+    ``(chains, draws, K)`` draws `w`: what the chains would give together if they agreed.
+    Far above the multi-chain ESS, it says that each chain mixes within a mode and the
+    chains sit in different ones."""
+    per_chain = np.stack([coordinate_ess(chain[None]) for chain in w])
+    # a chain whose ESS is undefined (a constant coordinate) adds nothing
+    return float(np.nanmin(np.nansum(per_chain, axis=0)))
 
 
 def markdown_report(rows: Sequence[Row], settings: dict[str, Any]) -> str:
@@ -395,10 +419,11 @@ def markdown_report(rows: Sequence[Row], settings: dict[str, Any]) -> str:
         f"{numpyro.__version__}.",
         "",
         "| sampler | status | steps | thinning | s/step | compile s | run overhead s "
-        "| sampling s | ESS w (min) "
+        "| sampling s | ESS w (min) | ESS w within chains | ESS sorted abs(w) "
         "| ESS X (min) | ESS X Ham. | ESS w/s | ESS X min/s | ESS X Ham./s "
-        "| w/s vs best Gibbs-type | X accept | X mean R |",
-        "|" + "---|" * 17,
+        "| w/s vs best Gibbs-type | sorted abs(w)/s vs best Gibbs-type | X accept "
+        "| X mean R |",
+        "|" + "---|" * 20,
     ]
     for row in rows:
         ok = row.status in ("ok", "stopped at budget")
@@ -412,12 +437,15 @@ def markdown_report(rows: Sequence[Row], settings: dict[str, Any]) -> str:
             fmt(row.run_overhead_s),
             fmt(row.sampling_s),
             fmt(row.ess_w_min, 4),
+            fmt(row.ess_w_within_chains, 4),
+            fmt(row.ess_w_sorted_abs, 4),
             fmt(row.ess_x_min, 4),
             fmt(row.ess_x_hamming, 4),
             fmt(row.ess_w_per_s),
             fmt(row.ess_x_min_per_s),
             fmt(row.ess_x_hamming_per_s),
             fmt(row.w_per_s_vs_best_gibbs),
+            fmt(row.w_sorted_abs_per_s_vs_best_gibbs),
             fmt(row.discrete_accept_prob),
             fmt(row.mean_num_flips),
         ]
@@ -523,10 +551,14 @@ def write_results(
 ) -> dict[str, Any]:
     """Compare the rows so far with the best Gibbs-type kernel and (re)write the JSON and
     markdown files; returns what the JSON holds."""
-    rates = [r.ess_w_per_s for r in rows if r.method in GIBBS_TYPE and r.ess_w_per_s]
-    for row in rows:
-        if rates and row.ess_w_per_s is not None:
-            row.w_per_s_vs_best_gibbs = row.ess_w_per_s / max(rates)
+    for rate, ratio in (
+        ("ess_w_per_s", "w_per_s_vs_best_gibbs"),
+        ("ess_w_sorted_abs_per_s", "w_sorted_abs_per_s_vs_best_gibbs"),
+    ):
+        rates = [getattr(r, rate) for r in rows if r.method in GIBBS_TYPE and getattr(r, rate)]
+        for row in rows:
+            if rates and getattr(row, rate) is not None:
+                setattr(row, ratio, getattr(row, rate) / max(rates))
     result = {
         "settings": settings,
         "environment": environment(),

@@ -10,6 +10,7 @@ from pathlib import Path
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -154,6 +155,22 @@ def test_bench_fhmm_stops_sampling_at_budget(monkeypatch):
     )  # fmt: skip
     assert row.status == "stopped at budget" and row.note.startswith("2 of 4 chunks")
     assert row.num_samples == 20 and row.ess_w_min > 0 and row.sampling_s > 0
+
+
+def test_bench_fhmm_label_invariant_and_within_chain_ess(monkeypatch):
+    """Two chains that mix well in mirror modes of the FHMM (the weights of two hidden chains
+    swapped, one weight's sign flipped): the multi-chain ESS of ``w`` collapses, the sum of
+    the chains' own ESS does not, and the order statistics of ``|w|`` agree across chains."""
+    monkeypatch.syspath_prepend(str(ROOT))
+    bench = importlib.import_module("benchmarks.bench_fhmm")
+    noise = np.random.default_rng(0).normal(0.0, 0.05, (2, 2000, 3))
+    mode = np.array([0.5, 1.5, 3.0])
+    w = np.stack([mode + noise[0], np.array([-1.5, 0.5, 3.0]) + noise[1]])
+    raw = bench.coordinate_ess(w)
+    sorted_abs = bench.coordinate_ess(np.sort(np.abs(w), axis=-1))
+    assert raw[:2].max() < 10 and raw[2] > 3000
+    assert sorted_abs.min() > 3000
+    assert bench.within_chain_ess(w) > 3000
 
 
 @pytest.mark.slow
