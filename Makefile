@@ -25,8 +25,9 @@ $(STAMP): setup.cfg pyproject.toml
 demo: venv
 	$(BIN)/python examples/fhmm.py --out outputs
 
+# two worker processes: much of the suite is compilation, which runs on one core
 test: venv
-	$(BIN)/python -m pytest -q --durations=25
+	$(BIN)/python -m pytest -q -n 2 --durations=25
 
 test-slow: venv
 	$(BIN)/python -m pytest -q -m slow
