@@ -89,12 +89,14 @@ def test_bench_fhmm_quick(tmp_path, monkeypatch):
     assert set(rows) == {method.name for method in bench.METHODS}
     for name, row in rows.items():
         assert row["status"] == "ok", (name, row)
-        for field in ("ess_w_min", "ess_w_per_s", "sampling_s", "step_s"):
+        for field in ("ess_w_min", "ess_w_within_chains", "ess_w_sorted_abs", "ess_w_per_s",
+                      "sampling_s", "step_s"):  # fmt: skip
             assert _is_finite_number(row[field]) and row[field] > 0, (name, field)
         samples_x = name != "NUTS-enum"
         assert _is_finite_number(row["ess_x_hamming_per_s"]) == samples_x, name
-    assert max(row["w_per_s_vs_best_gibbs"] for row in rows.values() if row["method"] in
-               bench.GIBBS_TYPE) == 1.0  # fmt: skip
+    for ratio in ("w_per_s_vs_best_gibbs", "w_sorted_abs_per_s_vs_best_gibbs"):
+        assert max(row[ratio] for row in rows.values() if row["method"] in
+                   bench.GIBBS_TYPE) == 1.0  # fmt: skip
 
 
 def test_bench_fhmm_budget_and_memory(monkeypatch):
