@@ -376,7 +376,7 @@ def run_method(
     row.ess_w_min = float(np.nanmin(coordinate_ess(w)))
     row.ess_w_per_s = row.ess_w_min / row.sampling_s
     row.ess_w_within_chains = within_chain_ess(w)
-    row.ess_w_sorted_abs = float(np.nanmin(coordinate_ess(np.sort(np.abs(w), axis=-1))))
+    row.ess_w_sorted_abs = float(np.nanmin(coordinate_ess(sorted_abs_weights(w))))
     row.ess_w_sorted_abs_per_s = row.ess_w_sorted_abs / row.sampling_s
     if method.samples_x:
         x = np.concatenate(draws["x"], axis=1)
@@ -388,6 +388,13 @@ def run_method(
             row.ess_x_min_per_s = row.ess_x_min / row.sampling_s
         row.ess_x_hamming_per_s = row.ess_x_hamming / row.sampling_s
     return row
+
+
+def sorted_abs_weights(w: np.ndarray) -> np.ndarray:
+    """The order statistics of ``|w|`` along the last axis: the same in every mirror mode
+    of the FHMM posterior (hidden chains permuted with their weights, or one chain
+    flipped), unlike the labels ``w_k``."""
+    return np.sort(np.abs(w), axis=-1)
 
 
 def within_chain_ess(w: np.ndarray) -> float:
