@@ -1,10 +1,9 @@
 """Local log-ratio tables ``d[j, m] ~ log pi(x^{j <- c[j, m]}) - log pi(x)``.
 
-A *neighbourhood* maps a flat integer state ``x`` of ``N`` coordinates to a table of candidate
-values ``c`` of shape ``(N, M)`` together with a validity mask (padding and values outside the
-support are invalid). A *local function* maps ``x`` to ``(log pi(x), d)`` with ``d`` of shape
-``(N, M)`` and ``-inf`` at invalid entries. Ratios come from one of two sources, chosen per
-coordinate:
+A *local function* maps a flat integer state ``x`` to ``(log pi(x), d)``, with ``d`` of shape
+``(N, M)`` over the candidate table of a
+:class:`~numpyro_discrete.core.neighbourhood.Neighbourhood` and ``-inf`` at invalid entries.
+Ratios come from one of two sources, chosen per coordinate:
 
 - gradient (Grathwohl et al. 2021): one ``value_and_grad`` of the float-relaxed log density,
   ``d[j, m] = (c[j, m] - x_j) * grad_j``. Exact for log densities affine in each coordinate.
@@ -12,7 +11,6 @@ coordinate:
 """
 
 from collections.abc import Callable
-from typing import NamedTuple
 
 import numpy as np
 
@@ -20,11 +18,10 @@ import jax
 from jax import lax
 import jax.numpy as jnp
 
+from numpyro_discrete.core.neighbourhood import Neighbourhood
+
 __all__ = [
     "LocalFn",
-    "Neighbourhood",
-    "binary_neighbourhood",
-    "coordinate_neighbourhood",
     "exact_local_fn",
     "gradient_local_fn",
     "mixed_local_fn",
@@ -33,97 +30,9 @@ __all__ = [
 LocalFn = Callable[[jax.Array], tuple[jax.Array, jax.Array]]
 """``x -> (log pi(x), d)`` with ``d`` of shape ``(N, M)``."""
 
-UNBOUNDED = np.iinfo(np.int32).max // 2
-"""Upper bound standing for ``+inf`` in integer bound arrays (no overflow under a window)."""
-
 # Largest number of (neighbour, coordinate) entries the exact ratios hold in memory at once;
 # beyond it, neighbours are evaluated in sequential batches of vmapped evaluations.
 _EXACT_BATCH_ELEMENTS = 1 << 24
-
-
-class Neighbourhood(NamedTuple):
-    """
-    - **candidates** - ``x -> c``, the ``(N, M)`` integer table of candidate values.
-    - **valid** - ``x -> mask``, the ``(N, M)`` boolean table of allowed candidates.
-    """
-
-    candidates: Callable[[jax.Array], jax.Array]
-    valid: Callable[[jax.Array], jax.Array]
-
-
-def _flip(x: jax.Array) -> jax.Array:
-    return (1 - x)[:, None]
-
-
-def _all_valid(x: jax.Array) -> jax.Array:
-    return jnp.ones(x.shape + (1,), dtype=bool)
-
-
-binary_neighbourhood = Neighbourhood(candidates=_flip, valid=_all_valid)
-"""Binary coordinates: the only candidate is the flipped value (``M = 1``)."""
-
-
-def coordinate_neighbourhood(
-    num_categories: np.ndarray,
-    lower: np.ndarray,
-    upper: np.ndarray,
-    window: int = 1,
-) -> Neighbourhood:
-    """
-    The neighbourhood of a mix of nominal and ordinal coordinates (static per-coordinate
-    metadata, numpy arrays of shape ``(N,)``).
-
-    - nominal coordinate ``j`` (``num_categories[j] = K_j > 0``, values ``0..K_j - 1``): every
-      other value, ``c[j, m] = m + (m >= x_j)`` for ``m < K_j - 1``. Binary is ``K_j = 2``.
-    - ordinal coordinate ``j`` (``num_categories[j] = 0``): the symmetric window
-      ``x_j - window .. x_j + window`` without ``x_j``, restricted to
-      ``[lower[j], upper[j]]``. The window is symmetric so that from any candidate the
-      current value is again a candidate: the reverse move is always proposable.
-
-    :param num_categories: ``K_j`` for nominal coordinates, ``0`` for ordinal ones.
-    :param lower: lower bounds of ordinal coordinates (ignored for nominal ones).
-    :param upper: upper bounds of ordinal coordinates; :data:`UNBOUNDED` for ``+inf``.
-    :param window: half-width of the ordinal window, ``>= 1``.
-    """
-    num_categories = np.asarray(num_categories, np.int32)
-    if np.all(num_categories == 2):
-        return binary_neighbourhood
-    nominal = num_categories > 0
-    num_nominal = int(np.max(num_categories, initial=1)) - 1
-    num_candidates = max(num_nominal, 2 * window if not np.all(nominal) else 0)
-    m = np.arange(num_candidates, dtype=np.int32)
-    nominal_valid = m < (num_categories - 1)[:, None]
-    offsets = np.concatenate([np.arange(-window, 0), np.arange(1, window + 1)])
-    # with nominal coordinates only, the window is unused and may be wider than the table
-    offsets = np.pad(offsets, (0, max(num_candidates - offsets.size, 0)))[:num_candidates]
-    offsets = offsets.astype(np.int32)
-    in_window = np.broadcast_to(m < 2 * window, (num_categories.size, num_candidates))
-    lower = np.asarray(lower, np.int32)[:, None]
-    upper = np.asarray(upper, np.int32)[:, None]
-
-    def nominal_candidates(x: jax.Array) -> jax.Array:
-        return m + (m >= x[:, None]).astype(x.dtype)
-
-    def ordinal_candidates(x: jax.Array) -> jax.Array:
-        return x[:, None] + offsets
-
-    def candidates(x: jax.Array) -> jax.Array:
-        if np.all(nominal):
-            return nominal_candidates(x)
-        if not np.any(nominal):
-            return ordinal_candidates(x)
-        return jnp.where(nominal[:, None], nominal_candidates(x), ordinal_candidates(x))
-
-    def valid(x: jax.Array) -> jax.Array:
-        if np.all(nominal):
-            return jnp.asarray(nominal_valid)
-        c = ordinal_candidates(x)
-        ordinal_valid = in_window & (c >= lower) & (c <= upper)
-        if not np.any(nominal):
-            return ordinal_valid
-        return jnp.where(nominal[:, None], nominal_valid, ordinal_valid)
-
-    return Neighbourhood(candidates, valid)
 
 
 def gradient_local_fn(

@@ -1,8 +1,9 @@
 """Locally balanced proposal with an auxiliary path of ``R`` distinct coordinates (LBP-R).
 
-Pure JAX, no numpyro. The state is a flat integer vector ``x`` of ``N`` coordinates; the
+Pure JAX, no numpyro. The chain state is a :class:`~numpyro_discrete.core.state.State`; the
 target enters through a :data:`~numpyro_discrete.core.local_ratios.LocalFn` returning
-``log pi(x)`` and the ``(N, M)`` table of local log-ratios ``d``.
+``log pi(x)`` and the ``(N, M)`` table of local log-ratios ``d``. The path length ``R`` is an
+integer here; :mod:`~numpyro_discrete.core.path_length` rounds a real one and adapts it (ALBP).
 
 Proposal (Sun et al. 2021; Sun, Dai, Schuurmans 2022, eq. 5 and Alg. 1). With weights
 ``w[j, m] = g(exp d[j, m](x))``, ``W_j = sum_m w[j, m]`` and ``T = sum_j W_j``:
@@ -21,6 +22,27 @@ compiled step serves every ``R`` up to a static maximum: path sizes come in buck
 ``1, 2, 4, ...`` and each step runs the smallest bucket ``>= R`` through
 :func:`jax.lax.switch`, so its path work is ``O(N + R log N)``, never a sort of all ``N``
 coordinates.
+
+Example: an exact draw from a product of Bernoullis is kept by LBP-2 steps.
+
+.. doctest::
+
+    >>> import jax
+    >>> import jax.numpy as jnp
+    >>> from numpyro_discrete.core import balancing, local_ratios, neighbourhood, path, state
+    >>> logits = jnp.linspace(-2.0, 2.0, 8)
+    >>> local_fn = local_ratios.gradient_local_fn(
+    ...     lambda x: jnp.sum(x * logits), neighbourhood.binary_neighbourhood)
+    >>> kernel = path.build_kernel(
+    ...     balancing.sqrt, neighbourhood.binary_neighbourhood, path.path_size_buckets(2))
+    >>> def step(x, key):
+    ...     new, info = kernel(key, state.init(x, local_fn), local_fn, 2)
+    ...     return new.position
+    >>> keys = jax.random.split(jax.random.key(0), 20000)
+    >>> x0 = jax.random.bernoulli(keys[0], jax.nn.sigmoid(logits), (20000, 8)).astype(jnp.int32)
+    >>> x1 = jax.vmap(step)(x0, keys)
+    >>> bool(jnp.all(jnp.abs(x1.mean(0) - jax.nn.sigmoid(logits)) < 0.02))
+    True
 """
 
 from collections.abc import Callable, Sequence
@@ -34,19 +56,18 @@ import jax.numpy as jnp
 from jax.scipy.special import logsumexp
 
 from numpyro_discrete.core.balancing import LogBalancing, log_weights
-from numpyro_discrete.core.local_ratios import LocalFn, Neighbourhood
+from numpyro_discrete.core.local_ratios import LocalFn
+from numpyro_discrete.core.neighbourhood import Neighbourhood
 from numpyro_discrete.core.noise import gumbel, uniform
+from numpyro_discrete.core.state import Info, State, mh_accept
 
 __all__ = [
-    "PathInfo",
-    "PathState",
     "Path",
     "apply_path",
     "bucket_switch",
     "build_kernel",
     "cumulative_sum",
     "default_num_draws",
-    "init",
     "off_path_log_mass",
     "path_from_coords",
     "path_log_prob",
@@ -54,32 +75,6 @@ __all__ = [
     "reverse_path",
     "sample_path",
 ]
-
-
-class PathState(NamedTuple):
-    """
-    - **position** - flat integer state ``x``, shape ``(N,)``.
-    - **log_density** - ``log pi(x)``, scalar.
-    - **log_ratios** - local log-ratio table ``d(x)``, shape ``(N, M)``.
-    """
-
-    position: jax.Array
-    log_density: jax.Array
-    log_ratios: jax.Array
-
-
-class PathInfo(NamedTuple):
-    """
-    - **acceptance_rate** - ``min(1, A)`` of this step's proposal.
-    - **is_accepted** - whether the proposal was accepted.
-    - **path_length** - ``R``, the number of coordinates on the proposed path.
-    - **num_changed** - number of coordinates that changed value (0 if rejected).
-    """
-
-    acceptance_rate: jax.Array
-    is_accepted: jax.Array
-    path_length: jax.Array
-    num_changed: jax.Array
 
 
 class Path(NamedTuple):
@@ -106,12 +101,6 @@ def path_from_coords(
     active = jnp.arange(coords.shape[0]) < path_length
     on_path = jnp.zeros(num_coords, bool).at[coords].max(active)
     return Path(coords, choices, active, on_path)
-
-
-def init(position: jax.Array, local_fn: LocalFn) -> PathState:
-    """The state at `position`, with ``log pi`` and the local log-ratios cached."""
-    log_p, log_ratios = local_fn(position)
-    return PathState(position, log_p, log_ratios)
 
 
 def path_size_buckets(max_path_length: int) -> tuple[int, ...]:
@@ -362,7 +351,7 @@ def build_kernel(
     log_balancing: LogBalancing,
     neighbourhood: Neighbourhood,
     buckets: Sequence[int],
-) -> Callable[[jax.Array, PathState, LocalFn, jax.Array], tuple[PathState, PathInfo]]:
+) -> Callable[[jax.Array, State, LocalFn, jax.Array], tuple[State, Info]]:
     """
     The LBP-R transition kernel.
 
@@ -377,10 +366,10 @@ def build_kernel(
 
     def kernel(
         rng_key: jax.Array,
-        state: PathState,
+        state: State,
         local_fn: LocalFn,
         path_length: jax.Array,
-    ) -> tuple[PathState, PathInfo]:
+    ) -> tuple[State, Info]:
         key_draws, key_accept = random.split(rng_key)
         x = state.position
         log_w_x = log_weights(log_balancing, state.log_ratios)
@@ -426,20 +415,12 @@ def build_kernel(
         # coordinates (possible only when R exceeds the coordinates of positive weight),
         # rejects rather than letting NaN or inf reach the state.
         log_accept = log_p_y - state.log_density + log_q_reverse - log_q_forward
-        is_valid = jnp.isfinite(log_p_y) & jnp.isfinite(log_q_forward) & ~jnp.isnan(log_accept)
-        log_accept = jnp.where(is_valid, log_accept, -jnp.inf)
-        accept_prob = jnp.exp(jnp.minimum(log_accept, 0.0))
-        is_accepted = jnp.log(random.uniform(key_accept)) < log_accept
-
-        # a select, not a conditional: on CPU a branch costs more than the copy it avoids
-        new_state = jax.tree.map(
-            lambda proposed, current: jnp.where(is_accepted, proposed, current),
-            PathState(y, log_p_y, log_ratios_y),
-            state,
+        is_valid = jnp.isfinite(log_p_y) & jnp.isfinite(log_q_forward)
+        new_state, accept_prob, is_accepted = mh_accept(
+            key_accept, log_accept, State(y, log_p_y, log_ratios_y), state, is_valid
         )
         num_changed = jnp.where(is_accepted, path_length, 0)
-        info = PathInfo(accept_prob, is_accepted, path_length, num_changed)
-        return new_state, info
+        return new_state, Info(accept_prob, is_accepted, num_changed)
 
     return kernel
 

@@ -1,5 +1,7 @@
-"""numpyro kernels for the coordinate-wise proposal with step size and balancing parameter:
-:class:`ACS` (cyclical schedules tuned during warmup) and :class:`DMALA` (one fixed pair)."""
+"""numpyro kernels for the coordinate-wise proposal with a step size and a balancing exponent:
+:class:`ACS` (cyclical schedules tuned during warmup) and :class:`DMALA` (one fixed pair).
+Both run the core proposal of :mod:`numpyro_discrete.core.coordinatewise` with the schedules
+of :mod:`numpyro_discrete.core.cyclical`; they differ in whether the schedules are tuned."""
 
 from collections.abc import Callable, Mapping
 import math
@@ -11,9 +13,13 @@ import jax
 from jax import random
 import jax.numpy as jnp
 
-from numpyro_discrete.core import cyclical
-from numpyro_discrete.kernels.lbp import LBP
+from numpyro_discrete.core import coordinatewise, cyclical, tuning_plan
+from numpyro_discrete.core.local_ratios import LocalFn
+from numpyro_discrete.core.neighbourhood import squared_distance_fn
+from numpyro_discrete.core.state import State
+from numpyro_discrete.kernels.base import DiscreteKernel
 from numpyro_discrete.model.layout import SiteSupport
+from numpyro_discrete.model.target import DiscreteTarget
 
 __all__ = ["ACS", "ACSState", "DMALA"]
 
@@ -30,7 +36,7 @@ class ACSState(NamedTuple):
     - **accept_prob** - acceptance probability ``min(1, A)`` of this step's proposal.
     - **mean_accept_prob** - mean acceptance probability, restarted after warmup.
     - **step_size** - the step size ``alpha`` this step used.
-    - **balancing** - the balancing parameter ``beta`` this step used.
+    - **balancing** - the balancing exponent ``beta`` this step used (``g(t) = t^beta``).
     - **cycle_position** - this step's position ``k`` in the cycle, ``0 <= k < cycle_length``
       (``-1`` during the tuning steps).
     - **num_changed** - number of coordinates this step changed.
@@ -63,7 +69,89 @@ def _check_step_size(name: str, argument: str, value: Any) -> None:
         raise ValueError(f"{name}: `{argument}` must be a finite number > 0, got {value!r}.")
 
 
-class ACS(LBP):
+class _CoordinatewiseKernel(DiscreteKernel):
+    """What ACS and DMALA share: the state, the step, the schedules' configuration."""
+
+    def __init__(
+        self,
+        model: Callable | None,
+        potential_fn: Callable | None,
+        *,
+        config: cyclical.TuningConfig,
+        alpha_max: float | None,
+        alpha_min: float | None,
+        weights: str | Mapping[str, str],
+        ordinal_window: int,
+        supports: Mapping[str, SiteSupport] | None,
+    ) -> None:
+        super().__init__(
+            model, potential_fn, weights=weights, ordinal_window=ordinal_window, supports=supports
+        )
+        self._config = config
+        self._alpha_max = None if alpha_max is None else float(alpha_max)
+        self._alpha_min = None if alpha_min is None else float(alpha_min)
+        self._plan: tuning_plan.TuningPlan | None = None
+
+    def _tuning_plan(self) -> tuning_plan.TuningPlan:
+        raise NotImplementedError
+
+    def _setup(self, target: DiscreteTarget) -> None:
+        self._plan = self._tuning_plan()
+        self._transition = coordinatewise.build_kernel(
+            target.neighbourhood, squared_distance_fn(target.supports)
+        )
+
+    def _init_state(self, rng_key: jax.Array, state: State) -> ACSState:
+        tuning = cyclical.init(state, self._config, self._alpha_max, self._alpha_min)
+        float_dtype = jnp.result_type(float)
+        return ACSState(
+            i=jnp.array(0),
+            z=self._target.unflatten(state.position),
+            potential_energy=-state.log_density,
+            log_ratios=state.log_ratios,
+            accept_prob=jnp.zeros((), float_dtype),
+            mean_accept_prob=jnp.zeros((), float_dtype),
+            step_size=tuning.step_size_max,
+            balancing=tuning.balancing[0],
+            cycle_position=jnp.array(0),
+            num_changed=jnp.array(0),
+            tuning=tuning,
+            rng_key=rng_key,
+        )
+
+    def _step(self, state: ACSState, position: State, local_fn: LocalFn) -> ACSState:
+        key_next, key_step = random.split(state.rng_key)
+        plan, config = self._plan, self._config
+        parameters = cyclical.step_parameters(plan, config, state.tuning, state.i)
+        new, info = self._transition(
+            key_step,
+            position,
+            local_fn,
+            parameters.step_size,
+            parameters.balancing,
+            parameters.metropolis,
+        )
+        tuning, new = cyclical.update(
+            plan, config, state.tuning, state.i, position, new, info, parameters
+        )
+        return ACSState(
+            i=state.i + 1,
+            z=self._target.unflatten(new.position),
+            potential_energy=-new.log_density,
+            log_ratios=new.log_ratios,
+            accept_prob=info.acceptance_rate,
+            mean_accept_prob=self._mean_accept_prob(state, info.acceptance_rate),
+            step_size=parameters.step_size,
+            balancing=parameters.balancing,
+            cycle_position=parameters.cycle_position,
+            # the tuning rounds may move the chain to the best state of a round
+            num_changed=jnp.sum(new.position != position.position),
+            tuning=tuning,
+            rng_key=key_next,
+        )
+
+
+class ACS(_CoordinatewiseKernel):
     """
     Automatic cyclical sampler [1] for the discrete latent sites of a model: binary,
     categorical and integer-valued (ordinal) sites, in any mix of shapes. Each step proposes a
@@ -201,14 +289,7 @@ class ACS(LBP):
             raise ValueError(
                 f"{name}: `alpha_min={alpha_min!r}` exceeds `alpha_max={alpha_max!r}`."
             )
-        super().__init__(
-            model,
-            potential_fn,
-            weights=weights,
-            ordinal_window=ordinal_window,
-            supports=supports,
-        )
-        self._config = cyclical.TuningConfig(
+        config = cyclical.TuningConfig(
             target_accept_prob=float(target_accept_prob),
             zeta=float(zeta),
             alpha_ceil=float(alpha_ceil),
@@ -217,21 +298,26 @@ class ACS(LBP):
             beta_min=float(beta_min),
             cycle_length=int(cycle_length),
         )
+        super().__init__(
+            model,
+            potential_fn,
+            config=config,
+            alpha_max=alpha_max,
+            alpha_min=alpha_min,
+            weights=weights,
+            ordinal_window=ordinal_window,
+            supports=supports,
+        )
         self._tune_fraction = float(tune_fraction)
-        self._alpha_max = None if alpha_max is None else float(alpha_max)
-        self._alpha_min = None if alpha_min is None else float(alpha_min)
-        self._plan: cyclical.TuningPlan | None = None
 
-    # --- hooks -------------------------------------------------------------------------
-
-    def _tuning_plan(self) -> cyclical.TuningPlan:
+    def _tuning_plan(self) -> tuning_plan.TuningPlan:
         name = type(self).__name__
         s = self._config.cycle_length
         estimate_min, estimate_max = self._alpha_min is None, self._alpha_max is None
         budget = int(self._tune_fraction * self._num_warmup)
-        plan = cyclical.plan_tuning(budget, s, estimate_min, estimate_max)
+        plan = tuning_plan.plan_tuning(budget, s, estimate_min, estimate_max)
         if plan is None:
-            needed = cyclical.min_tuning_budget(s, estimate_min, estimate_max)
+            needed = tuning_plan.min_tuning_budget(s, estimate_min, estimate_max)
             raise ValueError(
                 f"{name} tunes its schedules in `tune_fraction * num_warmup` = "
                 f"{self._tune_fraction} * {self._num_warmup} = {budget} steps, but needs at "
@@ -241,121 +327,13 @@ class ACS(LBP):
             )
         return plan
 
-    def _build_step(self) -> Callable:
-        self._plan = self._tuning_plan()
-        num_categories = self._layout.coordinate_supports()[0]
-        return cyclical.build_kernel(
-            self._neighbourhood, cyclical.squared_distance_fn(num_categories)
-        )
-
-    # --- numpyro protocol ---------------------------------------------------------------
-
     def get_diagnostics_str(self, state: ACSState) -> str:
         return (
             f"acc. prob={float(state.mean_accept_prob):.2f}, step size={float(state.step_size):.3g}"
         )
 
-    def _init_one(
-        self,
-        rng_key: jax.Array,
-        init_params: Mapping[str, jax.Array] | None,
-        model_args: tuple,
-        model_kwargs: dict,
-    ) -> ACSState:
-        key_values, key_chain = random.split(rng_key)
-        position = self._initial_values(key_values, init_params, model_args, model_kwargs)
-        local_fn = self._local_fn(model_args, model_kwargs)
-        # one compiled program rather than hundreds of op-by-op compilations (eager under
-        # the vmap over chains)
-        core = jax.jit(lambda x: cyclical.init(x, local_fn))(position)
-        tuning = cyclical.init_tuning(core, self._config, self._alpha_max, self._alpha_min)
-        float_dtype = jnp.result_type(float)
-        return ACSState(
-            i=jnp.array(0),
-            z=self._layout.unflatten(core.position),
-            potential_energy=-core.log_density,
-            log_ratios=core.log_ratios,
-            accept_prob=jnp.zeros((), float_dtype),
-            mean_accept_prob=jnp.zeros((), float_dtype),
-            step_size=tuning.step_size_max,
-            balancing=tuning.balancing[0],
-            cycle_position=jnp.array(0),
-            num_changed=jnp.array(0),
-            tuning=tuning,
-            rng_key=key_chain,
-        )
 
-    def _sample_one(
-        self,
-        state: ACSState,
-        model_args: tuple,
-        model_kwargs: Mapping[str, Any] | None,
-    ) -> ACSState:
-        key_next, key_step = random.split(state.rng_key)
-        plan, config, tuning = self._plan, self._config, state.tuning
-        s = config.cycle_length
-        core = cyclical.CyclicalState(
-            self._layout.flatten(state.z), -state.potential_energy, state.log_ratios
-        )
-        # Alg. 1, lines 3-4: position k of the cycle once tuning is over
-        cycle_position = jnp.mod(state.i - plan.num_steps, s)
-        step_size = cyclical.cosine_schedule(tuning.step_size_max, tuning.step_size_min, s)[
-            cycle_position
-        ]
-        balancing = tuning.balancing[cycle_position]
-        metropolis = jnp.array(True)
-        is_tuning = state.i < plan.num_steps
-        if plan.num_steps:
-            # Alg. 2: the tuning step's own parameters
-            tune_alpha, tune_beta, tune_metropolis = cyclical.tuning_parameters(
-                plan, config, tuning, state.i
-            )
-            step_size = jnp.where(is_tuning, tune_alpha, step_size)
-            balancing = jnp.where(is_tuning, tune_beta, balancing)
-            metropolis = jnp.where(is_tuning, tune_metropolis, metropolis)
-        new_core, info = self._step(
-            key_step,
-            core,
-            self._local_fn(model_args, model_kwargs),
-            step_size,
-            balancing,
-            metropolis,
-        )
-        if plan.num_steps:
-            tuned, tuned_core = cyclical.update_tuning(
-                plan, config, tuning, state.i, core, new_core, info, step_size, balancing
-            )
-            tuning = jax.tree.map(lambda a, b: jnp.where(is_tuning, a, b), tuned, tuning)
-            new_core = jax.tree.map(lambda a, b: jnp.where(is_tuning, a, b), tuned_core, new_core)
-        itr = state.i + 1
-        mean_accept_prob = self._mean_accept_prob(state, info.acceptance_rate)
-        return ACSState(
-            i=itr,
-            z=self._layout.unflatten(new_core.position),
-            potential_energy=-new_core.log_density,
-            log_ratios=new_core.log_ratios,
-            accept_prob=info.acceptance_rate,
-            mean_accept_prob=mean_accept_prob,
-            step_size=step_size,
-            balancing=balancing,
-            cycle_position=jnp.where(is_tuning, -1, cycle_position),
-            num_changed=jnp.sum(new_core.position != core.position),
-            tuning=tuning,
-            rng_key=key_next,
-        )
-
-    def sample(
-        self,
-        state: ACSState,
-        model_args: tuple,
-        model_kwargs: Mapping[str, Any] | None,
-    ) -> ACSState:
-        """One step of the coordinate-wise proposal at the schedule's current position (or,
-        during the first ``tune_fraction * num_warmup`` steps, one tuning step)."""
-        return super().sample(state, model_args, model_kwargs)
-
-
-class DMALA(ACS):
+class DMALA(_CoordinatewiseKernel):
     """
     Discrete Metropolis-adjusted Langevin algorithm [1]: the proposal of :class:`ACS` with one
     fixed step size and balancing parameter, no schedule and no tuning. Every coordinate
@@ -412,12 +390,21 @@ class DMALA(ACS):
         _check_step_size("DMALA", "step_size", step_size)
         if not (_is_number(balancing) and 0.0 < balancing <= 1.0):
             raise ValueError(f"DMALA: `balancing` must lie in (0, 1], got {balancing!r}.")
+        # one cycle of one step: the schedules are the fixed pair; the search's numbers are
+        # unused (nothing is tuned)
+        config = cyclical.TuningConfig(
+            target_accept_prob=0.5,
+            zeta=0.5,
+            alpha_ceil=float(step_size),
+            alpha_floor=float(step_size),
+            beta_max=float(balancing),
+            beta_min=float(balancing),
+            cycle_length=1,
+        )
         super().__init__(
             model,
             potential_fn,
-            cycle_length=1,
-            beta_max=balancing,
-            beta_min=balancing,
+            config=config,
             alpha_max=step_size,
             alpha_min=step_size,
             weights=weights,
@@ -425,9 +412,8 @@ class DMALA(ACS):
             supports=supports,
         )
 
-    def _tuning_plan(self) -> cyclical.TuningPlan:
-        # one fixed (alpha, beta): nothing to tune
-        return cyclical.no_tuning()
+    def _tuning_plan(self) -> tuning_plan.TuningPlan:
+        return tuning_plan.no_tuning()
 
     def get_diagnostics_str(self, state: ACSState) -> str:
         return f"acc. prob={float(state.mean_accept_prob):.2f}"

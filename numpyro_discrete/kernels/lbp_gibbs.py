@@ -5,23 +5,20 @@ instance of numpyro's composable :class:`~numpyro.infer.gibbs.Gibbs`."""
 
 from collections.abc import Callable, Mapping
 from typing import Any
+import warnings
 
 import jax
 from jax import lax, random
 
-from numpyro.infer.gibbs import (
-    Gibbs,
-    GibbsState,
-    conditioned,
-    latent_sample_sites,
-    prototype_trace,
-)
+from numpyro.infer.gibbs import Gibbs, GibbsState
 from numpyro.infer.hmc import HMC, HMCState
 from numpyro.infer.mcmc import MCMCKernel
 from numpyro.util import is_prng_key
 
 from numpyro_discrete.kernels.lbp import ALBP
 from numpyro_discrete.model.layout import discrete_sites
+from numpyro_discrete.model.target import model_sites
+from numpyro_discrete.numpyro_internals import use_gibbs_state_class
 
 __all__ = ["LBPGibbs", "LBPGibbsState"]
 
@@ -44,11 +41,11 @@ class LBPGibbsState(GibbsState):
     - **hmc_state** - the inner kernel's :data:`~numpyro.infer.hmc.HMCState`, so
       ``"hmc_state.<field>"`` reaches any of its fields, e.g. ``"hmc_state.accept_prob"``,
       ``"hmc_state.num_steps"``, ``"hmc_state.adapt_state.step_size"``.
-    - **accept_prob**, **mean_accept_prob**, **num_flips**, **num_changed** - shortcuts to
+    - **accept_prob**, **mean_accept_prob**, **path_length**, **num_changed** - shortcuts to
       the fields of the same names of the *discrete* state (the names of the standalone
-      ``LBP``/``ALBP`` kernels; ``num_flips`` raises a ``ValueError`` naming the fields to
-      use instead when the discrete kernel is :class:`~numpyro_discrete.ACS`, which has no
-      path length).
+      kernels); a shortcut the discrete kernel's state lacks (``path_length`` of
+      :class:`~numpyro_discrete.ACS`) raises a ``ValueError`` naming the fields it has.
+      ``num_flips`` is a deprecated alias of ``path_length``.
     - **diverging** - shortcut to ``hmc_state.diverging`` (collected by default, as for
       ``NUTS``, so that :meth:`~numpyro.infer.MCMC.print_summary` counts divergences).
     """
@@ -63,31 +60,43 @@ class LBPGibbsState(GibbsState):
     def hmc_state(self) -> HMCState:
         return self.block_states[1]
 
+    def _discrete_field(self, name: str) -> jax.Array:
+        state = self.discrete_state
+        if name not in state._fields:
+            # not an AttributeError: numpyro's field getter catches those and falls back to
+            # indexing, which would replace this message with an unrelated TypeError
+            fields = [f for f in state._fields if f not in ("z", "rng_key")]
+            raise ValueError(
+                f"LBPGibbsState.{name}: the discrete kernel's state ({type(state).__name__}) "
+                f"has no field `{name}`; collect one of its own fields instead, e.g. "
+                f"{['discrete_state.' + f for f in fields]}."
+            )
+        return getattr(state, name)
+
     @property
     def accept_prob(self) -> jax.Array:
-        return self.discrete_state.accept_prob
+        return self._discrete_field("accept_prob")
 
     @property
     def mean_accept_prob(self) -> jax.Array:
-        return self.discrete_state.mean_accept_prob
+        return self._discrete_field("mean_accept_prob")
+
+    @property
+    def path_length(self) -> jax.Array:
+        return self._discrete_field("path_length")
 
     @property
     def num_flips(self) -> jax.Array:
-        state = self.discrete_state
-        if not hasattr(state, "num_flips"):
-            # not an AttributeError: numpyro's field getter catches those and falls back to
-            # indexing, which would replace this message with an unrelated TypeError
-            raise ValueError(
-                f"LBPGibbsState.num_flips: the discrete kernel's state "
-                f"({type(state).__name__}) has no path length `num_flips`; collect one of "
-                f"its own fields instead, e.g. "
-                f"{['discrete_state.' + f for f in state._fields if f not in ('z', 'rng_key')]}."
-            )
-        return state.num_flips
+        warnings.warn(
+            "LBPGibbsState.num_flips is deprecated; use `path_length` (also in `extra_fields`).",
+            FutureWarning,
+            stacklevel=2,
+        )
+        return self.path_length
 
     @property
     def num_changed(self) -> jax.Array:
-        return self.discrete_state.num_changed
+        return self._discrete_field("num_changed")
 
     @property
     def diverging(self) -> jax.Array:
@@ -192,7 +201,7 @@ class LBPGibbs(Gibbs):
     :param inner_kernel: a :class:`~numpyro.infer.hmc.HMC` or :class:`~numpyro.infer.hmc.NUTS`
         built from the model; it samples every latent site that is not discrete.
     :param discrete_kernel: the kernel of the discrete sites, built on the same model
-        callable (e.g. ``LBP(model, num_flips=3)`` or ``ALBP(model, balancing="barker")``);
+        callable (e.g. ``LBP(model, path_length=3)`` or ``ALBP(model, balancing="barker")``);
         any :class:`~numpyro.infer.mcmc.MCMCKernel` that implements ``refresh`` and
         ``wrap_model``. Defaults to ``ALBP(inner_kernel.model)``.
     :param int num_discrete_steps: moves of the discrete kernel per step, before the one
@@ -226,8 +235,6 @@ class LBPGibbs(Gibbs):
         >>> sorted(mcmc.get_extra_fields())
         ['accept_prob', 'diverging', 'hmc_state.num_steps']
     """
-
-    _state_cls = LBPGibbsState
 
     def __init__(
         self,
@@ -277,7 +284,7 @@ class LBPGibbs(Gibbs):
         if num_discrete_steps > 1:
             discrete_kernel = _RepeatedKernel(discrete_kernel, num_discrete_steps)
         super().__init__([(discrete_kernel, discrete_sites), (inner_kernel, None)])
-        self.discrete_kernel, self.inner_kernel = self._kernels
+        (self.discrete_kernel, _), (self.inner_kernel, _) = self.blocks
 
     @property
     def default_fields(self) -> tuple[str, ...]:
@@ -285,14 +292,8 @@ class LBPGibbs(Gibbs):
 
     def _check_model(self, rng_key: jax.Array, model_args: tuple, model_kwargs: dict) -> None:
         """Errors that name the sites and the fix, before numpyro's generic ones."""
-        model_trace = prototype_trace(conditioned(self._model), rng_key, model_args, model_kwargs)
-        discrete = discrete_sites(model_trace)
-        continuous = [
-            name
-            for name in latent_sample_sites(model_trace)
-            if name not in discrete
-            and model_trace[name]["infer"].get("enumerate", "") != "parallel"
-        ]
+        sites = model_sites(self.model, rng_key, model_args, model_kwargs)
+        discrete, continuous = sites.discrete, list(sites.continuous)
         if not discrete:
             raise ValueError(
                 f"LBPGibbs found no discrete latent sites to sample (continuous latent sites: "
@@ -324,3 +325,6 @@ class LBPGibbs(Gibbs):
         if is_prng_key(rng_key):
             self._check_model(random.fold_in(rng_key, 2), model_args, kwargs)
         return super().init(rng_key, num_warmup, init_params, model_args, kwargs)
+
+
+use_gibbs_state_class(LBPGibbs, LBPGibbsState)

@@ -14,10 +14,16 @@ import numpy as np
 import jax
 import jax.numpy as jnp
 
-from numpyro.distributions import constraints
-from numpyro.distributions.discrete import CategoricalLogits, CategoricalProbs
+from numpyro.distributions import (
+    CategoricalLogits,
+    CategoricalProbs,
+    ExpandedDistribution,
+    Independent,
+    MaskedDistribution,
+    constraints,
+)
 
-from numpyro_discrete.core.local_ratios import UNBOUNDED
+from numpyro_discrete.core.neighbourhood import UNBOUNDED, CoordinateSupports, SupportKind
 
 __all__ = [
     "SiteLayout",
@@ -28,18 +34,16 @@ __all__ = [
     "layout_from_trace",
 ]
 
-_KINDS = ("binary", "categorical", "ordinal")
-
-
 @dataclass(frozen=True, eq=False)
 class SiteSupport:
     """
     The support of a discrete site, and how the kernels move in it.
 
-    - **kind** - ``"binary"`` (values ``{0, 1}``), ``"categorical"`` (nominal values
-      ``0..num_categories - 1``; every other value is a candidate) or ``"ordinal"``
-      (integers in ``[lower, upper]``; candidates in a window around the current value).
-    - **num_categories** - ``K`` of a categorical site (2 for binary, 0 for ordinal).
+    - **kind** - a :class:`~numpyro_discrete.core.neighbourhood.SupportKind`: ``BINARY``
+      (values ``{0, 1}``), ``CATEGORICAL`` (nominal values ``0..num_categories - 1``; every
+      other value is a candidate) or ``ORDINAL`` (integers in ``[lower, upper]``; candidates
+      in a window around the current value).
+    - **num_categories** - ``K`` of a categorical site (2 for binary, unused for ordinal).
     - **lower**, **upper** - integer bounds of an ordinal site (scalars or arrays
       broadcastable to the site's shape); ``upper=None`` for no upper bound.
 
@@ -47,7 +51,7 @@ class SiteSupport:
     ``potential_fn``, pass them to the kernel as ``supports={"site": ...}``.
     """
 
-    kind: str
+    kind: SupportKind
     num_categories: int = 0
     lower: Any = 0
     upper: Any = None
@@ -55,7 +59,7 @@ class SiteSupport:
     @classmethod
     def binary(cls) -> "SiteSupport":
         """Values ``{0, 1}``."""
-        return cls("binary", num_categories=2, lower=0, upper=1)
+        return cls(SupportKind.BINARY, num_categories=2, lower=0, upper=1)
 
     @classmethod
     def categorical(cls, num_categories: int) -> "SiteSupport":
@@ -66,7 +70,7 @@ class SiteSupport:
                 f"{num_categories!r}."
             )
         return cls(
-            "categorical",
+            SupportKind.CATEGORICAL,
             num_categories=int(num_categories),
             lower=0,
             upper=int(num_categories) - 1,
@@ -85,11 +89,11 @@ class SiteSupport:
             )
         if upper_arr is not None and np.any(upper_arr < lower_arr):
             raise ValueError(f"SiteSupport.ordinal: `upper={upper!r}` is below `lower={lower!r}`.")
-        return cls("ordinal", lower=lower_arr, upper=upper_arr)
+        return cls(SupportKind.ORDINAL, lower=lower_arr, upper=upper_arr)
 
     def __str__(self) -> str:
-        if self.kind != "ordinal":
-            return f"{self.kind}({self.num_categories} values)"
+        if self.kind != SupportKind.ORDINAL:
+            return f"{self.kind.name.lower()}({self.num_categories} values)"
         lower = self.lower if np.ndim(self.lower) == 0 else "per-element"
         upper = "inf" if self.upper is None else self.upper
         upper = upper if np.ndim(upper) == 0 else "per-element"
@@ -128,27 +132,21 @@ class SiteLayout:
         """``N``, the number of flat coordinates."""
         return sum(self.sizes)
 
-    @property
-    def all_binary(self) -> bool:
-        return all(support.kind == "binary" for support in self.supports)
-
     def site_coords(self, name: str) -> np.ndarray:
         """The flat coordinates of site `name`."""
         start = sum(self.sizes[: self.names.index(name)])
         return np.arange(start, start + self.sizes[self.names.index(name)])
 
-    def coordinate_supports(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """
-        Per flat coordinate: number of categories (0 for ordinal coordinates), lower bound
-        and upper bound, as ``(N,)`` numpy arrays.
-        """
-        num_categories, lower, upper = [], [], []
+    def coordinate_supports(self) -> CoordinateSupports:
+        """The supports of the flat coordinates, as ``(N,)`` numpy arrays."""
+        kind, num_categories, lower, upper = [], [], [], []
         for shape, size, support in zip(self.shapes, self.sizes, self.supports, strict=True):
             site_lower, site_upper = support.bounds(shape)
+            kind.append(np.full(size, support.kind, np.int32))
             num_categories.append(np.full(size, support.num_categories, np.int32))
             lower.append(site_lower.reshape(-1))
             upper.append(site_upper.reshape(-1))
-        return tuple(np.concatenate(a) for a in (num_categories, lower, upper))
+        return CoordinateSupports(*(np.concatenate(a) for a in (kind, num_categories, lower, upper)))
 
     def flatten(self, values: Mapping[str, jax.Array]) -> jax.Array:
         """Site dict to the flat ``int32`` vector (site order, row-major within a site)."""
@@ -224,7 +222,7 @@ def _describe(site: Mapping[str, Any]) -> str:
 
 def _base_distribution(fn: Any) -> Any:
     """The distribution under ``expand``/``to_event``/``mask`` wrappers."""
-    while type(fn).__name__ in ("ExpandedDistribution", "Independent", "MaskedDistribution"):
+    while isinstance(fn, (ExpandedDistribution, Independent, MaskedDistribution)):
         fn = fn.base_dist
     return fn
 
@@ -298,7 +296,7 @@ def layout_from_params(
     """
     Layout of a dict of discrete arrays (the ``potential_fn`` mode): binary unless
     `supports` says otherwise. `batch_ndims` leading axes (chains) are not part of the
-    sites. Values are checked against their supports when concrete.
+    sites.
     """
     if not isinstance(init_params, Mapping) or not init_params:
         raise ValueError(
@@ -327,11 +325,4 @@ def layout_from_params(
         dtypes,
         tuple(supports.get(name, SiteSupport.binary()) for name in names),
     )
-    bad = layout.out_of_support(init_params)
-    if bad:
-        raise ValueError(
-            f"`init_params` has values outside the support of sites {', '.join(bad)}. With "
-            f"`potential_fn`, {kernel_name} treats sites as binary unless `supports` says "
-            "otherwise, e.g. `supports={'s': SiteSupport.categorical(3)}`."
-        )
     return layout

@@ -14,16 +14,14 @@ import jax.numpy as jnp
 from numpyro.infer.gibbs import with_conditioning
 from numpyro.infer.util import log_density
 
-from numpyro_discrete.core.local_ratios import (
-    LocalFn,
-    Neighbourhood,
-    mixed_local_fn,
-)
+from numpyro_discrete.core.local_ratios import LocalFn, mixed_local_fn
+from numpyro_discrete.core.neighbourhood import Neighbourhood
 from numpyro_discrete.model.layout import SiteLayout
 
 __all__ = [
     "WEIGHT_MODES",
     "FlatLogDensity",
+    "SiteLogJoint",
     "flat_log_density",
     "gradient_is_available",
     "local_fn_for",

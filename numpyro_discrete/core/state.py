@@ -1,0 +1,74 @@
+"""What every proposal of the core shares: the chain state with its cached local ratios, the
+step's info, and the Metropolis-Hastings accept step."""
+
+from typing import Any, NamedTuple
+
+import jax
+from jax import random
+import jax.numpy as jnp
+
+from numpyro_discrete.core.local_ratios import LocalFn
+
+__all__ = ["Info", "State", "init", "mh_accept", "select"]
+
+
+class State(NamedTuple):
+    """
+    - **position** - flat integer state ``x``, shape ``(N,)``.
+    - **log_density** - ``log pi(x)``, scalar.
+    - **log_ratios** - local log-ratio table ``d(x)``, shape ``(N, M)``.
+    """
+
+    position: jax.Array
+    log_density: jax.Array
+    log_ratios: jax.Array
+
+
+class Info(NamedTuple):
+    """
+    - **acceptance_rate** - ``min(1, A)`` of this step's proposal.
+    - **is_accepted** - whether the proposal was taken.
+    - **num_changed** - number of coordinates that changed value (0 if rejected).
+    """
+
+    acceptance_rate: jax.Array
+    is_accepted: jax.Array
+    num_changed: jax.Array
+
+
+def init(position: jax.Array, local_fn: LocalFn) -> State:
+    """The state at `position`, with ``log pi`` and the local log-ratios cached."""
+    log_p, log_ratios = local_fn(position)
+    return State(position, log_p, log_ratios)
+
+
+def select(pred: jax.Array, on_true: Any, on_false: Any) -> Any:
+    """`on_true` where `pred`, else `on_false`, leaf by leaf: a select rather than a
+    conditional, which on CPU costs more than the copy it avoids."""
+    return jax.tree.map(lambda a, b: jnp.where(pred, a, b), on_true, on_false)
+
+
+def mh_accept(
+    rng_key: jax.Array,
+    log_accept: jax.Array,
+    proposed: State,
+    current: State,
+    is_valid: jax.Array,
+    metropolis: jax.Array | bool = True,
+) -> tuple[State, jax.Array, jax.Array]:
+    """
+    The Metropolis-Hastings test of a proposal whose log acceptance ratio is `log_accept`.
+
+    An invalid proposal (`is_valid` false: an undefined density at the proposal, or a
+    proposal probability of zero) and a NaN ratio reject, so that neither NaN nor inf can
+    reach the state. With ``metropolis=False`` every valid proposal is taken (a burn-in
+    without correction, ACS's InitBurnin).
+
+    :return: ``(new_state, accept_prob, is_accepted)``, ``accept_prob = min(1, A)``.
+    """
+    log_accept = jnp.where(is_valid & ~jnp.isnan(log_accept), log_accept, -jnp.inf)
+    accept_prob = jnp.exp(jnp.minimum(log_accept, 0.0))
+    is_accepted = jnp.log(random.uniform(rng_key)) < log_accept
+    if metropolis is not True:
+        is_accepted = jnp.where(metropolis, is_accepted, is_valid)
+    return select(is_accepted, proposed, current), accept_prob, is_accepted

@@ -1,0 +1,202 @@
+"""How ACS spends its tuning budget (Pynadath et al. 2024, Alg. 2-5): the phases of the
+tuning, the number of steps of each, and where warmup step ``i`` lies among them.
+
+Tuning is a step-indexed program: step ``i`` of warmup runs exactly one kernel step whose
+parameters are a function of ``i`` (:func:`locate`) and of the tuning state
+(:mod:`~numpyro_discrete.core.cyclical`). Every step therefore costs the same, under ``vmap``
+too, and the tuning budget is a number of ordinary warmup steps.
+"""
+
+import enum
+from typing import NamedTuple
+
+import numpy as np
+
+import jax
+import jax.numpy as jnp
+
+__all__ = [
+    "Phase",
+    "StepLocation",
+    "TuningPlan",
+    "locate",
+    "min_tuning_budget",
+    "no_tuning",
+    "plan_tuning",
+]
+
+
+class Phase(enum.IntEnum):
+    """The phases of the tuning, in Alg. 2's order."""
+
+    BURNIN = 0
+    """InitBurnin without M-H correction (Alg. 3, lines 1-3)."""
+    BURNIN_MH = 1
+    """InitBurnin on the naive cosine schedules, M-H corrected (Alg. 3, lines 4-7)."""
+    ALPHA_MIN = 2
+    """EstimateAlpha(MIN) (Alg. 4)."""
+    ALPHA_MAX = 3
+    """EstimateAlpha(MAX) (Alg. 4)."""
+    BALANCING = 4
+    """EstimateBalSched (Alg. 5)."""
+
+
+class TuningPlan(NamedTuple):
+    """
+    Static step counts of the tuning phases, in Alg. 2's order.
+
+    - **burnin_steps** - InitBurnin without M-H correction (Alg. 3, lines 1-3).
+    - **burnin_mh_steps** - InitBurnin on the naive cosine schedules (Alg. 3, lines 4-7).
+    - **alpha_min_rounds**, **alpha_max_rounds** - rounds of EstimateAlpha (Alg. 4), each
+      testing ``alpha_proposals`` step sizes; 0 when that end of the schedule is given.
+    - **alpha_repeats** - proposals per tested step size; its acceptance rate is their mean.
+    - **balancing_proposals** - ``beta`` values tested per schedule position (Alg. 5).
+    - **balancing_repeats** - proposals per tested ``beta``.
+    - **cycle_length** - ``s``.
+    """
+
+    burnin_steps: int
+    burnin_mh_steps: int
+    alpha_min_rounds: int
+    alpha_max_rounds: int
+    alpha_proposals: int
+    alpha_repeats: int
+    balancing_proposals: int
+    balancing_repeats: int
+    cycle_length: int
+
+    @property
+    def alpha_round(self) -> int:
+        """Steps per round of EstimateAlpha."""
+        return self.alpha_proposals * self.alpha_repeats
+
+    @property
+    def balancing_round(self) -> int:
+        """Steps per schedule position of EstimateBalSched."""
+        return self.balancing_proposals * self.balancing_repeats
+
+    @property
+    def boundaries(self) -> tuple[int, int, int, int, int]:
+        """Cumulative step counts at the end of each phase."""
+        b0 = self.burnin_steps
+        b1 = b0 + self.burnin_mh_steps
+        b2 = b1 + self.alpha_min_rounds * self.alpha_round
+        b3 = b2 + self.alpha_max_rounds * self.alpha_round
+        b4 = b3 + _num_balancing_positions(self.cycle_length) * self.balancing_round
+        return b0, b1, b2, b3, b4
+
+    @property
+    def num_steps(self) -> int:
+        """Total number of tuning steps."""
+        return self.boundaries[-1]
+
+
+def _num_balancing_positions(cycle_length: int) -> int:
+    # beta_0 = beta_max and beta_{s-1} = beta_min are fixed (the ends alpha_max and alpha_min
+    # were tuned with them); the positions in between are estimated
+    return max(cycle_length - 2, 0)
+
+
+def plan_tuning(
+    budget: int,
+    cycle_length: int,
+    estimate_alpha_min: bool = True,
+    estimate_alpha_max: bool = True,
+) -> TuningPlan | None:
+    """
+    Split `budget` tuning steps between the phases of Alg. 2, or ``None`` when it is too
+    small (see :func:`min_tuning_budget`).
+
+    - InitBurnin: up to a tenth of the budget per stage, at most 50 steps each (the paper's).
+    - EstimateBalSched: up to four tenths; at each position ``t`` values of ``beta`` (the
+      paper's 10, at least 2), each tested on up to 4 proposals.
+    - EstimateAlpha: the rest, shared by the two calls; rounds of ``t = 5`` step sizes (the
+      paper's), each tested on up to 8 proposals while that leaves 25 rounds per call.
+
+    The paper measures each acceptance rate over a batch of chains; a numpyro chain is
+    tuned on its own, so each tested value is measured on several proposals from the same
+    state instead. With a single proposal the rounds' choices are mostly noise, and the
+    searches (which only ever move one way) drift past the target.
+    """
+    positions = _num_balancing_positions(cycle_length)
+    burnin = min(50, budget // 10)
+    per_position = (4 * budget // 10) // positions if positions else 0
+    balancing_proposals = min(10, per_position)
+    if positions and balancing_proposals < 2:
+        return None
+    balancing_repeats = min(4, per_position // balancing_proposals) if positions else 1
+    num_estimates = int(estimate_alpha_min) + int(estimate_alpha_max)
+    rest = budget - 2 * burnin - positions * balancing_proposals * balancing_repeats
+    per_estimate = rest // num_estimates if num_estimates else 0
+    alpha_proposals = 5
+    alpha_repeats = int(np.clip(per_estimate // (alpha_proposals * 25), 1, 8))
+    rounds = per_estimate // (alpha_proposals * alpha_repeats)
+    if num_estimates and rounds < 1:
+        return None
+    return TuningPlan(
+        burnin_steps=burnin,
+        burnin_mh_steps=burnin,
+        alpha_min_rounds=rounds if estimate_alpha_min else 0,
+        alpha_max_rounds=rounds if estimate_alpha_max else 0,
+        alpha_proposals=alpha_proposals,
+        alpha_repeats=alpha_repeats,
+        balancing_proposals=max(balancing_proposals, 1),
+        balancing_repeats=max(balancing_repeats, 1),
+        cycle_length=cycle_length,
+    )
+
+
+def min_tuning_budget(
+    cycle_length: int, estimate_alpha_min: bool = True, estimate_alpha_max: bool = True
+) -> int:
+    """The smallest budget for which :func:`plan_tuning` returns a plan."""
+    budget = 0
+    while plan_tuning(budget, cycle_length, estimate_alpha_min, estimate_alpha_max) is None:
+        budget += 1
+    return budget
+
+
+def no_tuning(cycle_length: int = 1) -> TuningPlan:
+    """The plan of a kernel whose schedules are given in full (DMALA): no tuning steps."""
+    return TuningPlan(0, 0, 0, 0, 1, 1, 1, 1, cycle_length)
+
+
+class StepLocation(NamedTuple):
+    """
+    Where tuning step ``i`` lies.
+
+    - **phase** - its :class:`Phase`.
+    - **candidate** - inside a round of EstimateAlpha or EstimateBalSched, the index of the
+      tested value.
+    - **repeat** - which of that value's proposals this step is.
+    - **balancing_position** - the cycle position EstimateBalSched fills.
+    - **candidate_end** - whether this step is the tested value's last proposal.
+    - **round_end** - whether this step ends its round.
+    """
+
+    phase: jax.Array
+    candidate: jax.Array
+    repeat: jax.Array
+    balancing_position: jax.Array
+    candidate_end: jax.Array
+    round_end: jax.Array
+
+
+def locate(plan: TuningPlan, i: jax.Array) -> StepLocation:
+    """Where tuning step ``i < plan.num_steps`` lies."""
+    b0, b1, b2, b3, _ = plan.boundaries
+    phase = jnp.searchsorted(jnp.asarray((b0, b1, b2, b3)), i, side="right")
+    in_alpha = phase <= Phase.ALPHA_MAX
+    start = jnp.where(phase == Phase.ALPHA_MIN, b1, jnp.where(phase == Phase.ALPHA_MAX, b2, b3))
+    round_size = jnp.where(in_alpha, plan.alpha_round, plan.balancing_round)
+    repeats = jnp.where(in_alpha, plan.alpha_repeats, plan.balancing_repeats)
+    num_candidates = jnp.where(in_alpha, plan.alpha_proposals, plan.balancing_proposals)
+    j = jnp.maximum(i - start, 0)
+    within = jnp.mod(j, round_size)
+    candidate = within // repeats
+    repeat = jnp.mod(within, repeats)
+    positions = max(_num_balancing_positions(plan.cycle_length), 1)
+    balancing_position = jnp.clip(1 + j // plan.balancing_round, 1, positions)
+    candidate_end = (phase >= Phase.ALPHA_MIN) & (repeat == repeats - 1)
+    round_end = candidate_end & (candidate == num_candidates - 1)
+    return StepLocation(phase, candidate, repeat, balancing_position, candidate_end, round_end)

@@ -1,0 +1,291 @@
+"""The base of every discrete kernel: what :class:`~numpyro_discrete.LBP`,
+:class:`~numpyro_discrete.ALBP`, :class:`~numpyro_discrete.ACS` and
+:class:`~numpyro_discrete.DMALA` share as numpyro ``MCMCKernel``s. It checks the common
+arguments, builds the :class:`~numpyro_discrete.model.target.DiscreteTarget` at ``init``,
+initialises one chain or a batch of them (``vmap``), and implements numpyro's protocol
+(``sample``, ``refresh`` and ``wrap_model`` for Gibbs blocks, ``postprocess_fn``, pickling).
+A kernel adds three things, where its paper differs: :meth:`DiscreteKernel._setup` (its core
+transition), :meth:`DiscreteKernel._init_state` and :meth:`DiscreteKernel._step`.
+"""
+
+from collections.abc import Callable, Mapping
+import copy
+from typing import Any, NamedTuple
+import warnings
+
+import numpy as np
+
+import jax
+from jax import random
+import jax.numpy as jnp
+
+from numpyro.infer.mcmc import MCMCKernel
+from numpyro.util import identity, is_prng_key
+
+from numpyro_discrete.core import state as core_state
+from numpyro_discrete.core.local_ratios import LocalFn
+from numpyro_discrete.model.layout import SiteSupport
+from numpyro_discrete.model.potential import WEIGHT_MODES
+from numpyro_discrete.model.target import DiscreteTarget
+from numpyro_discrete.numpyro_internals import SAMPLE_FN_ATTRIBUTE
+
+__all__ = ["DiscreteKernel", "renamed_argument"]
+
+
+def renamed_argument(kernel_name: str, old: str, new: str, old_value: Any, new_value: Any) -> Any:
+    """The value of argument `new`, or of its deprecated name `old` (with a
+    ``FutureWarning`` naming `new`) when only that one is given."""
+    if old_value is None:
+        return new_value
+    if new_value is not None:
+        raise TypeError(f"{kernel_name}: give `{new}` only; `{old}` is its deprecated name.")
+    warnings.warn(
+        f"{kernel_name}: `{old}` is deprecated and will be removed; use `{new}` (same meaning).",
+        FutureWarning,
+        stacklevel=3,
+    )
+    return old_value
+
+
+class DiscreteKernel(MCMCKernel):
+    """
+    Base of the discrete kernels (not a kernel itself).
+
+    :param model: Python callable containing numpyro primitives.
+    :param potential_fn: instead of `model`, the potential energy of a dict of integer arrays.
+    :param weights: ``"gradient"``, ``"exact"`` or ``"auto"``, or a dict per site.
+    :param int ordinal_window: half-width of the window of new values of ordinal coordinates.
+    :param dict supports: with `potential_fn` only, the :class:`SiteSupport` of sites that
+        are not binary.
+    """
+
+    sample_field = "z"
+
+    def __init__(
+        self,
+        model: Callable | None = None,
+        potential_fn: Callable | None = None,
+        *,
+        weights: str | Mapping[str, str] = "auto",
+        ordinal_window: int = 1,
+        supports: Mapping[str, SiteSupport] | None = None,
+    ) -> None:
+        name = type(self).__name__
+        if (model is None) == (potential_fn is None):
+            raise ValueError(f"{name} needs exactly one of `model` or `potential_fn`.")
+        expected = {
+            "model": "a numpyro model function",
+            "potential_fn": "a function of a dict of site values returning the potential energy",
+        }
+        for arg, value in (("model", model), ("potential_fn", potential_fn)):
+            if value is not None and not callable(value):
+                raise TypeError(
+                    f"{name}: `{arg}` must be {expected[arg]}, got {type(value).__name__} "
+                    f"{value!r}."
+                )
+        if supports is not None and model is not None:
+            raise ValueError(
+                f"{name}: `supports` is for `potential_fn` only; with a model, supports "
+                "are read from the distributions of its sites."
+            )
+        if supports is not None and not all(
+            isinstance(support, SiteSupport) for support in dict(supports).values()
+        ):
+            raise ValueError(
+                f"{name}: `supports` must map site names to `SiteSupport` objects, e.g. "
+                "`{'s': SiteSupport.categorical(3), 'n': SiteSupport.ordinal(0, None)}`."
+            )
+        if not isinstance(ordinal_window, (int, np.integer)) or ordinal_window < 1:
+            raise ValueError(
+                f"{name}: `ordinal_window` must be an integer >= 1 (the largest change of an "
+                f"ordinal coordinate in one move), got {ordinal_window!r}."
+            )
+        modes = weights.values() if isinstance(weights, Mapping) else [weights]
+        if not all(isinstance(mode, str) and mode in WEIGHT_MODES for mode in modes):
+            raise ValueError(
+                f"{name}: unknown `weights={weights!r}`; choose one of {list(WEIGHT_MODES)}, "
+                "or a dict mapping site names to them."
+            )
+        self._model = model
+        self._potential_fn = potential_fn
+        self._weights = dict(weights) if isinstance(weights, Mapping) else weights
+        self._ordinal_window = int(ordinal_window)
+        self._supports = None if supports is None else dict(supports)
+        self._reset_init()
+
+    def _reset_init(self) -> None:
+        """Forget what ``init`` resolved (a new model, or an unpickled kernel)."""
+        self._target: DiscreteTarget | None = None
+        self._num_warmup = 0
+        # the core transition, built by `_setup`
+        self._transition: Callable | None = None
+        setattr(self, SAMPLE_FN_ATTRIBUTE, None)
+
+    # --- what a kernel adds ---------------------------------------------------------------
+
+    def _setup(self, target: DiscreteTarget) -> None:
+        """Check the kernel's arguments against `target` and build its core transition,
+        ``self._transition`` (``self._num_warmup`` is set)."""
+        raise NotImplementedError
+
+    def _init_state(self, rng_key: jax.Array, state: core_state.State) -> NamedTuple:
+        """The kernel's state at the core `state`, with `rng_key` for its next step."""
+        raise NotImplementedError
+
+    def _step(self, state: NamedTuple, position: core_state.State, local_fn: LocalFn) -> NamedTuple:
+        """One step from `state`, whose core state is `position`."""
+        raise NotImplementedError
+
+    # --- numpyro protocol -----------------------------------------------------------------
+
+    @property
+    def model(self) -> Callable | None:
+        return self._model
+
+    @property
+    def default_fields(self) -> tuple[str, ...]:
+        return ("z",)
+
+    @property
+    def weights_mode(self) -> dict[str, str] | None:
+        """Per site, ``"gradient"`` or ``"exact"``: how the local ratios are computed
+        (``"auto"`` resolved at ``init``); ``None`` before ``init``."""
+        return None if self._target is None else dict(self._target.weights_mode)
+
+    def _build_target(
+        self,
+        rng_key: jax.Array,
+        init_params: Mapping[str, jax.Array] | None,
+        model_args: tuple,
+        model_kwargs: dict,
+    ) -> DiscreteTarget:
+        name = type(self).__name__
+        batched = not is_prng_key(rng_key)
+        if self._model is not None:
+            key_trace = rng_key[0] if batched else rng_key
+            return DiscreteTarget.from_model(
+                self._model,
+                random.fold_in(key_trace, 1),
+                model_args,
+                model_kwargs,
+                weights=self._weights,
+                ordinal_window=self._ordinal_window,
+                kernel_name=name,
+            )
+        return DiscreteTarget.from_potential(
+            self._potential_fn,
+            init_params,
+            batch_ndims=int(batched),
+            supports=self._supports,
+            weights=self._weights,
+            ordinal_window=self._ordinal_window,
+            kernel_name=name,
+        )
+
+    def init(
+        self,
+        rng_key: jax.Array,
+        num_warmup: int,
+        init_params: Mapping[str, jax.Array] | None,
+        model_args: tuple,
+        model_kwargs: Mapping[str, Any] | None,
+    ) -> NamedTuple:
+        self._num_warmup = num_warmup
+        model_kwargs = {} if model_kwargs is None else dict(model_kwargs)
+        target = self._build_target(rng_key, init_params, model_args, model_kwargs)
+        target.check_init_params(init_params)
+        self._target = target
+        self._setup(target)
+        if is_prng_key(rng_key):
+            state = self._init_one(rng_key, init_params, model_args, model_kwargs)
+            sample_fn = self._sample_one
+        else:
+            state = jax.vmap(self._init_one, in_axes=(0, 0, None, None))(
+                rng_key, init_params, model_args, model_kwargs
+            )
+            sample_fn = jax.vmap(self._sample_one, in_axes=(0, None, None))
+        target.check_initial_log_density(-state.potential_energy)
+        setattr(self, SAMPLE_FN_ATTRIBUTE, sample_fn)
+        return state
+
+    def _init_one(
+        self,
+        rng_key: jax.Array,
+        init_params: Mapping[str, jax.Array] | None,
+        model_args: tuple,
+        model_kwargs: dict,
+    ) -> NamedTuple:
+        key_values, key_chain = random.split(rng_key)
+        target = self._target
+        position = target.initial_position(key_values, init_params, model_args, model_kwargs)
+        local_fn = target.local_fn(model_args, model_kwargs)
+        # one compiled program: run eagerly, the model's log density and its gradient (or
+        # the vmapped exact ratios) would compile hundreds of small ops one by one
+        state = jax.jit(lambda x: core_state.init(x, local_fn))(position)
+        return self._init_state(key_chain, state)
+
+    def _core_state(self, state: NamedTuple) -> core_state.State:
+        return core_state.State(
+            self._target.flatten(state.z), -state.potential_energy, state.log_ratios
+        )
+
+    def _sample_one(
+        self, state: NamedTuple, model_args: tuple, model_kwargs: Mapping[str, Any] | None
+    ) -> NamedTuple:
+        local_fn = self._target.local_fn(model_args, model_kwargs)
+        return self._step(state, self._core_state(state), local_fn)
+
+    def _mean_accept_prob(self, state: NamedTuple, accept_prob: jax.Array) -> jax.Array:
+        """Running mean of the acceptance, restarted when warmup ends."""
+        itr = state.i + 1
+        n = jnp.where(state.i < self._num_warmup, itr, itr - self._num_warmup)
+        return state.mean_accept_prob + (accept_prob - state.mean_accept_prob) / n
+
+    def sample(
+        self, state: NamedTuple, model_args: tuple, model_kwargs: Mapping[str, Any] | None
+    ) -> NamedTuple:
+        """One step of the kernel (adapting its parameters while ``i < num_warmup``)."""
+        sample_fn = getattr(self, SAMPLE_FN_ATTRIBUTE)
+        if sample_fn is None:
+            raise RuntimeError(f"{type(self).__name__}: call `init` before `sample`.")
+        return sample_fn(state, model_args, model_kwargs)
+
+    def refresh(
+        self, state: NamedTuple, model_args: tuple, model_kwargs: Mapping[str, Any] | None
+    ) -> NamedTuple:
+        """Recompute the potential energy and local log-ratios at ``state.z`` under the
+        conditioning in `model_kwargs` (one evaluation with gradient, or ``N`` exact ones)."""
+        local_fn = self._target.local_fn(model_args, model_kwargs)
+        log_p, log_ratios = local_fn(self._target.flatten(state.z))
+        return state._replace(potential_energy=-log_p, log_ratios=log_ratios)
+
+    def wrap_model(self, wrapper: Callable[[Callable], Callable]) -> "DiscreteKernel":
+        """A copy of this kernel on ``wrapper(model)``; the target is built again at ``init``."""
+        if self._model is None:
+            raise ValueError(
+                f"{type(self).__name__} built from `potential_fn` has no model to wrap; "
+                "build it from a model to use it as a block of numpyro's Gibbs."
+            )
+        kernel = copy.copy(self)
+        kernel._model = wrapper(self._model)
+        kernel._reset_init()
+        return kernel
+
+    def get_constrain_fn(
+        self, model_args: tuple, model_kwargs: Mapping[str, Any] | None
+    ) -> Callable:
+        """Identity: discrete values are already constrained."""
+        return identity
+
+    def postprocess_fn(self, model_args: tuple, model_kwargs: Mapping[str, Any] | None) -> Callable:
+        """Identity on the discrete sites, plus the model's deterministic sites if any."""
+        fn = None if self._target is None else self._target.postprocess_fn(model_args, model_kwargs)
+        return identity if fn is None else fn
+
+    def __getstate__(self) -> dict[str, Any]:
+        # the target and the compiled step hold closures: rebuilt at the next `init`
+        state = self.__dict__.copy()
+        state["_target"] = None
+        state[SAMPLE_FN_ATTRIBUTE] = None
+        state["_transition"] = None
+        return state
