@@ -11,7 +11,7 @@ Schuurmans (2022, Appendix D; built in :mod:`benchmarks.targets`):
   (``--config`` selects C1 or C3 instead, ``--bernoulli-n`` and ``--ising-p`` the sizes);
 - samplers: ``ALBP`` with the ``sqrt`` and ``barker`` balancing functions (path length
   ``R`` adapted during warmup towards acceptance 0.574, then frozen), ``LBP`` with
-  ``num_flips=1`` (Gibbs-with-Gradients) with both balancings, and numpyro's
+  ``path_length=1`` (Gibbs-with-Gradients) with both balancings, and numpyro's
   ``DiscreteGibbs`` (one systematic sweep over all coordinates, in a random order, per
   step), each through ``numpyro.infer.MCMC(..., progress_bar=False)``.
 
@@ -19,7 +19,7 @@ Metrics (all computed after warmup, over every chain):
 
 - **acc** - mean of the kernel's ``accept_prob`` (``min(1, A)``); n/a for DiscreteGibbs,
   whose conditional updates are always accepted.
-- **R** - mean of ``num_flips``, the real path-length scale ``R_t`` (constant after warmup);
+- **R** - mean of ``path_length``, the real path-length scale ``R_t`` (constant after warmup);
   n/a for DiscreteGibbs.
 - **EJD** - expected jump distance: mean Hamming distance between consecutive draws,
   computed from the samples (a rejected step counts 0).
@@ -219,7 +219,7 @@ class SamplerSpec:
 
 def sampler_specs() -> list[SamplerSpec]:
     """ALBP and LBP-1 with both balancings, then numpyro's DiscreteGibbs."""
-    fields = ("accept_prob", "num_flips", "num_changed")
+    fields = ("accept_prob", "path_length", "num_changed")
     specs = []
     for balancing in ("sqrt", "barker"):
         specs.append(
@@ -236,7 +236,7 @@ def sampler_specs() -> list[SamplerSpec]:
                 f"LBP1-{balancing}",
                 "LBP-1",
                 balancing,
-                lambda model, b=balancing: LBP(model, num_flips=1, balancing=b),
+                lambda model, b=balancing: LBP(model, path_length=1, balancing=b),
                 fields,
             )
         )
@@ -360,7 +360,7 @@ def run_sampler(
         num_warmup=num_warmup,
         num_samples=x.shape[1],
         acceptance=mean_of("accept_prob"),
-        final_R=mean_of("num_flips"),
+        final_R=mean_of("path_length"),
         ejd=expected_jump_distance(x),
         mean_num_changed=mean_of("num_changed"),
         ess_mean=ess_mean,

@@ -130,7 +130,7 @@ class Method:
     - **samples_x** - whether the kernel samples ``X`` (False when it is summed out).
     - **sweep_based** - whether it takes the ``--gibbs-*`` step counts.
     - **reports_discrete_move** - whether its state has the discrete block's
-      ``accept_prob`` and ``num_flips`` (reported as means over the draws).
+      ``accept_prob`` and ``path_length`` (reported as means over the draws).
     """
 
     name: str
@@ -204,7 +204,7 @@ class Row:
     w_per_s_vs_best_gibbs: float | None = None
     w_sorted_abs_per_s_vs_best_gibbs: float | None = None
     discrete_accept_prob: float | None = None
-    mean_num_flips: float | None = None
+    mean_path_length: float | None = None
     note: str = ""
 
 
@@ -340,7 +340,7 @@ def run_method(
         )
         mcmc.num_samples, mcmc.thinning = chunk, row.thinning
     draws: dict[str, list[np.ndarray]] = {"w": [], "x": []}
-    extra_fields = ("accept_prob", "num_flips") if method.reports_discrete_move else ()
+    extra_fields = ("accept_prob", "path_length") if method.reports_discrete_move else ()
     moves: dict[str, list[np.ndarray]] = {name: [] for name in extra_fields}
     chunk_s: list[float] = []
     for _ in range(num_chunks):
@@ -371,7 +371,7 @@ def run_method(
     row.chunk_s = chunk_s
     if moves:
         row.discrete_accept_prob = float(np.concatenate(moves["accept_prob"]).mean())
-        row.mean_num_flips = float(np.concatenate(moves["num_flips"]).mean())
+        row.mean_path_length = float(np.concatenate(moves["path_length"]).mean())
     w = np.concatenate(draws["w"], axis=1)
     row.ess_w_min = float(np.nanmin(coordinate_ess(w)))
     row.ess_w_per_s = row.ess_w_min / row.sampling_s
@@ -454,7 +454,7 @@ def markdown_report(rows: Sequence[Row], settings: dict[str, Any]) -> str:
             fmt(row.w_per_s_vs_best_gibbs),
             fmt(row.w_sorted_abs_per_s_vs_best_gibbs),
             fmt(row.discrete_accept_prob),
-            fmt(row.mean_num_flips),
+            fmt(row.mean_path_length),
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

@@ -155,7 +155,7 @@ def poisson_targets(num_sites: int, seed: int = 0) -> tuple[Target, Target]:
 
 
 def sampler_specs(target_name: str) -> list[SamplerSpec]:
-    fields = ("accept_prob", "num_flips", "num_changed")
+    fields = ("accept_prob", "path_length", "num_changed")
     specs = [
         SamplerSpec("ALBP", "ALBP", "sqrt", lambda model: ALBP(model), fields),
         SamplerSpec("LBP1", "LBP-1", "sqrt", lambda model: LBP(model), fields),

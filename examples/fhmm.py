@@ -73,7 +73,7 @@ matplotlib.use("Agg")
 INIT_PROB = 0.1
 STAY_PROB = 0.8
 NOISE_VAR = 0.5
-EXTRA_FIELDS = ("accept_prob", "num_flips", "num_changed", "hmc_state.num_steps")
+EXTRA_FIELDS = ("accept_prob", "path_length", "num_changed", "hmc_state.num_steps")
 
 
 def markov_log_prior(x):
@@ -124,8 +124,8 @@ def run_inference(args, rng_key, y, num_chains):
         progress_bar=args.progress_bar,
     )
     start = time.perf_counter()
-    mcmc.warmup(rng_key, y, num_chains, collect_warmup=True, extra_fields=("num_flips",))
-    warmup_R = np.asarray(mcmc.get_extra_fields()["num_flips"])
+    mcmc.warmup(rng_key, y, num_chains, collect_warmup=True, extra_fields=("path_length",))
+    warmup_R = np.asarray(mcmc.get_extra_fields()["path_length"])
     jax.block_until_ready(mcmc.post_warmup_state)
     warmup_time = time.perf_counter() - start
     start = time.perf_counter()

@@ -67,7 +67,7 @@ from numpyro_discrete import ALBP
 
 matplotlib.use("Agg")
 
-EXTRA_FIELDS = ("accept_prob", "num_flips", "num_changed")
+EXTRA_FIELDS = ("accept_prob", "path_length", "num_changed")
 
 
 def external_field(rng_key, p, c):
@@ -104,7 +104,7 @@ def run_inference(model, args, rng_key, *model_args):
     )
     start = time.perf_counter()
     mcmc.warmup(rng_key, *model_args, collect_warmup=True, extra_fields=EXTRA_FIELDS)
-    warmup_R = np.asarray(mcmc.get_extra_fields(group_by_chain=True)["num_flips"])
+    warmup_R = np.asarray(mcmc.get_extra_fields(group_by_chain=True)["path_length"])
     jax.block_until_ready(mcmc.post_warmup_state)
     warmup_time = time.perf_counter() - start
 
@@ -128,7 +128,7 @@ def summarise(mcmc, warmup_R, warmup_time, sample_time):
     return {
         "accept_prob": float(np.mean(extra["accept_prob"])),
         "final_R": float(warmup_R[:, -1].mean()),
-        "final_R_per_chain": np.asarray(extra["num_flips"][:, -1]).tolist(),
+        "final_R_per_chain": np.asarray(extra["path_length"][:, -1]).tolist(),
         "mean_changed": float(np.mean(extra["num_changed"])),
         "magnetisation": float(np.mean(2 * x - 1)),
         "min_ess": float(ess[finite].min()) if finite.any() else float("nan"),

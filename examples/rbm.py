@@ -25,7 +25,7 @@ ground-truth draw and every training image. From there:
   ``--acs-tune-fraction`` of the warmup steps (cycles of 20 steps need at least 90 of
   them: the defaults give 0.3 x 300);
 - :class:`~numpyro_discrete.ALBP`, its path length adapted during the warmup steps;
-- :class:`~numpyro_discrete.LBP` with ``num_flips=1`` (Gibbs-with-Gradients);
+- :class:`~numpyro_discrete.LBP` with ``path_length=1`` (Gibbs-with-Gradients);
 - numpyro's :class:`~numpyro.infer.DiscreteGibbs` on a NumPyro model of the same RBM,
   ``v ~ Bernoulli(logits=b)`` plus a ``factor`` for the summed-out hidden units. One of its
   steps is a whole sweep: ``V`` single-site Gibbs updates in a random order.
@@ -215,7 +215,7 @@ def make_kernel(name, args, potential):
     if name == "ALBP":
         return ALBP(potential_fn=potential)
     if name == "LBP-1":
-        return LBP(potential_fn=potential, num_flips=1)
+        return LBP(potential_fn=potential, path_length=1)
     return DiscreteGibbs(rbm_model)
 
 
