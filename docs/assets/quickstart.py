@@ -15,12 +15,12 @@ def model(field, coupling):
 
 field = jax.random.normal(jax.random.key(1), (200,))
 mcmc = MCMC(ALBP(model), num_warmup=1000, num_samples=2000, progress_bar=False)
-mcmc.run(jax.random.key(0), field, 0.3, extra_fields=("accept_prob", "num_flips", "num_changed"))
+mcmc.run(jax.random.key(0), field, 0.3, extra_fields=("accept_prob", "path_length", "num_changed"))
 
 samples = mcmc.get_samples()["x"]
 extra = mcmc.get_extra_fields()
 print(samples.shape, samples.dtype)
 print(f"acceptance {extra['accept_prob'].mean():.3f}")
-print(f"R {extra['num_flips'][-1]:.1f}")
+print(f"R {extra['path_length'][-1]:.1f}")
 print(f"coordinates changed per step {extra['num_changed'].mean():.1f}")
 print("P(x_i = 1), first five sites:", ", ".join(f"{p:.2f}" for p in samples[:, :5].mean(0)))

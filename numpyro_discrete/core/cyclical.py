@@ -213,8 +213,12 @@ def _update_tuning(
     best_rho = jnp.where(better, rho, tuning.best_rho)
 
     round_end = where.round_end
-    step_size_min = jnp.where(round_end & (phase == Phase.ALPHA_MIN), best_param, tuning.step_size_min)
-    step_size_max = jnp.where(round_end & (phase == Phase.ALPHA_MAX), best_param, tuning.step_size_max)
+    step_size_min = jnp.where(
+        round_end & (phase == Phase.ALPHA_MIN), best_param, tuning.step_size_min
+    )
+    step_size_max = jnp.where(
+        round_end & (phase == Phase.ALPHA_MAX), best_param, tuning.step_size_max
+    )
     balancing_schedule = jnp.where(
         round_end & (phase == Phase.BALANCING),
         tuning.balancing.at[where.balancing_position].set(best_param.astype(dtype)),

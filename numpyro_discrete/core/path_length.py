@@ -94,8 +94,9 @@ def update(
 ) -> PathLengthState:
     """
     Warmup step ``i < num_warmup`` of the adaptation, after a step that accepted with
-    probability `accept_prob`: :func:`robbins_monro_step`, and the running average of its second half. At the last warmup step the path length
-    becomes :func:`final`'s frozen value. Callers gate it with ``i < num_warmup``.
+    probability `accept_prob`: :func:`robbins_monro_step`, and the running average of its
+    second half. At the last warmup step the path length becomes :func:`final`'s frozen
+    value. Callers gate it with ``i < num_warmup``.
     """
     new_path_length = robbins_monro_step(
         state.path_length, accept_prob, target_accept_prob, max_path_length

@@ -366,8 +366,7 @@ class ALBP(_PathKernel):
             )
         if max_length is not None and init_length > max_length:
             raise ValueError(
-                f"ALBP: `init_path_length={init_length}` exceeds "
-                f"`max_path_length={max_length}`."
+                f"ALBP: `init_path_length={init_length}` exceeds `max_path_length={max_length}`."
             )
         super().__init__(
             model,

@@ -34,6 +34,7 @@ __all__ = [
     "layout_from_trace",
 ]
 
+
 @dataclass(frozen=True, eq=False)
 class SiteSupport:
     """
@@ -146,7 +147,9 @@ class SiteLayout:
             num_categories.append(np.full(size, support.num_categories, np.int32))
             lower.append(site_lower.reshape(-1))
             upper.append(site_upper.reshape(-1))
-        return CoordinateSupports(*(np.concatenate(a) for a in (kind, num_categories, lower, upper)))
+        return CoordinateSupports(
+            *(np.concatenate(a) for a in (kind, num_categories, lower, upper))
+        )
 
     def flatten(self, values: Mapping[str, jax.Array]) -> jax.Array:
         """Site dict to the flat ``int32`` vector (site order, row-major within a site)."""

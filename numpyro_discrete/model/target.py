@@ -260,15 +260,15 @@ class DiscreteTarget:
         outside = self.layout.out_of_support(init_params or {})
         if not outside:
             return
-        hint = (
-            "give each site values its distribution can produce."
-            if self._model is not None
-            else f"with `potential_fn`, {self.kernel_name} treats sites as binary unless "
-            "`supports` says otherwise, e.g. `supports={'s': SiteSupport.categorical(3)}`."
-        )
+        if self._model is not None:
+            raise ValueError(
+                f"`init_params` has values outside the support of sites {', '.join(outside)}; "
+                "give each site values its distribution can produce."
+            )
         raise ValueError(
-            f"`init_params` has values outside the support of sites {', '.join(outside)}; "
-            f"{hint}"
+            f"`init_params` has values outside the support of sites {', '.join(outside)}. With "
+            f"`potential_fn`, {self.kernel_name} treats sites as binary unless `supports` says "
+            "otherwise, e.g. `supports={'s': SiteSupport.categorical(3)}`."
         )
 
     def initial_position(

@@ -1,0 +1,158 @@
+"""Compile time and step time of the kernels at two revisions of the package, side by side in
+one process: the working tree against an earlier commit (by default the previous landing),
+to show that a change did not slow the kernels down.
+
+The earlier revision's ``numpyro_discrete`` is extracted with ``git archive`` into a
+temporary folder and imported first; its kernel classes are kept, the package is dropped
+from ``sys.modules``, and the working tree's package is imported. Both then run on the same
+model in the same process, alternately, so that machine noise hits both alike.
+
+For each revision and kernel: the seconds to compile a loop of kernel steps (``jit(...)
+.lower().compile()``, every compilation a real one), and the step time after warmup (the
+fastest of several timed loops of ``--steps`` steps, ``block_until_ready``).
+
+    python -m benchmarks.bench_revisions --base 112434b --out-dir benchmarks/results/revisions
+"""
+
+import argparse
+from collections.abc import Callable
+import importlib
+import json
+from pathlib import Path
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+import jax
+from jax import lax, random
+
+from benchmarks import measurement
+from benchmarks.targets import ising_target
+
+DEFAULT_BASE = "112434b"
+KERNELS = ("ALBP", "ACS")
+
+
+def _drop_package() -> None:
+    for name in [name for name in sys.modules if name.split(".")[0] == "numpyro_discrete"]:
+        del sys.modules[name]
+
+
+def load_revisions(base: str) -> dict[str, Any]:
+    """``{label: package module}`` for the `base` commit and the working tree."""
+    root = Path(__file__).resolve().parents[1]
+    folder = Path(tempfile.mkdtemp(prefix="numpyro_discrete_base_"))
+    archive = subprocess.run(
+        ["git", "archive", base, "numpyro_discrete"], cwd=root, check=True, capture_output=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
+    _drop_package()
+    sys.path.insert(0, str(folder))
+    base_package = importlib.import_module("numpyro_discrete")
+    assert Path(base_package.__file__).is_relative_to(folder)
+    sys.path.remove(str(folder))
+    _drop_package()
+    sys.path.insert(0, str(root))
+    current = importlib.import_module("numpyro_discrete")
+    assert Path(current.__file__).is_relative_to(root)
+    return {f"base {base}": base_package, "working tree": current}
+
+
+def kernel_for(package: Any, name: str, model: Callable) -> Any:
+    if name == "ACS":
+        return package.ACS(model, cycle_length=8)
+    return getattr(package, name)(model)
+
+
+def measure(kernel: Any, num_warmup: int, num_steps: int, repeats: int) -> dict[str, float]:
+    """Compile seconds of a loop of steps, and post-warmup milliseconds per step."""
+    state = kernel.init(random.key(0), num_warmup, None, (), {})
+
+    def run(state: Any, num: jax.Array) -> Any:
+        return lax.fori_loop(0, num, lambda _, s: kernel.sample(s, (), {}), state)
+
+    start = time.perf_counter()
+    compiled = jax.jit(run).lower(state, num_warmup).compile()
+    compile_s = time.perf_counter() - start
+    state = jax.block_until_ready(compiled(state, num_warmup))
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        state = jax.block_until_ready(compiled(state, num_steps))
+        best = min(best, time.perf_counter() - start)
+    # the base revision may name the path length `num_flips`
+    names = ("path_length", "num_flips", "step_size")
+    path_length = next((getattr(state, n) for n in names if n in state._fields), None)
+    return {
+        "compile_s": compile_s,
+        "ms_per_step": 1e3 * best / num_steps,
+        "path_length_or_step_size": None if path_length is None else float(path_length),
+    }
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--base", default=DEFAULT_BASE, help="git revision to compare with")
+    parser.add_argument("--p", type=int, default=50, help="Ising lattice side")
+    parser.add_argument("--num-warmup", type=int, default=1000)
+    parser.add_argument("--steps", type=int, default=2000, help="steps per timed loop")
+    parser.add_argument("--repeats", type=int, default=5, help="timed loops per measurement")
+    parser.add_argument("--rounds", type=int, default=2, help="alternating rounds")
+    parser.add_argument("--kernels", nargs="+", default=list(KERNELS), choices=KERNELS)
+    parser.add_argument("--out-dir", type=Path, default=None)
+    args = parser.parse_args(argv)
+
+    packages = load_revisions(args.base)
+    model = ising_target(args.p, "C2").model
+    rows: dict[str, dict[str, list[dict[str, float]]]] = {}
+    # JAX's persistent compilation cache is off unless configured; the in-memory caches
+    # are cleared after every measurement, so every compilation is a real one
+    for _ in range(args.rounds):
+        for name in args.kernels:
+            for label, package in packages.items():
+                kernel = kernel_for(package, name, model)
+                result = measure(kernel, args.num_warmup, args.steps, args.repeats)
+                rows.setdefault(name, {}).setdefault(label, []).append(result)
+                measurement.release_compiled_programs()
+
+    summary = {
+        name: {
+            label: {
+                "compile_s": min(r["compile_s"] for r in results),
+                "ms_per_step": min(r["ms_per_step"] for r in results),
+                "path_length_or_step_size": results[-1]["path_length_or_step_size"],
+            }
+            for label, results in by_label.items()
+        }
+        for name, by_label in rows.items()
+    }
+    print(
+        f"Ising {args.p}x{args.p} C2, {args.num_warmup} warmup steps, best of "
+        f"{args.rounds} rounds x {args.repeats} loops of {args.steps} steps"
+    )
+    print(f"{'kernel':8} {'revision':22} {'compile s':>10} {'ms/step':>9} {'R or alpha':>11}")
+    for name, by_label in summary.items():
+        for label, values in by_label.items():
+            scale = measurement.fmt(values["path_length_or_step_size"])
+            print(
+                f"{name:8} {label:22} {values['compile_s']:10.2f} "
+                f"{values['ms_per_step']:9.4f} {scale:>11}"
+            )
+    result = {
+        "settings": vars(args) | {"out_dir": str(args.out_dir)},
+        "summary": summary,
+        "rounds": rows,
+        "environment": measurement.environment(),
+    }
+    if args.out_dir is not None:
+        args.out_dir.mkdir(parents=True, exist_ok=True)
+        path = args.out_dir / "bench_revisions.json"
+        path.write_text(json.dumps(measurement.json_ready(result), indent=2))
+        print(f"wrote {path}")
+    return result
+
+
+if __name__ == "__main__":
+    main()
