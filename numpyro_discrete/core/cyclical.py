@@ -169,79 +169,6 @@ def _tuning_parameters(
     return alpha.astype(dtype), beta.astype(dtype), where.phase > Phase.BURNIN
 
 
-def _update_tuning(
-    plan: TuningPlan,
-    config: TuningConfig,
-    tuning: TuningState,
-    i: jax.Array,
-    state: State,
-    new_state: State,
-    info: Info,
-    step_size: jax.Array,
-    balancing: jax.Array,
-) -> tuple[TuningState, State]:
-    """
-    Bookkeeping after tuning step ``i``, which moved `state` to `new_state` with parameters
-    ``(step_size, balancing)``: returns the tuning state and the chain's state.
-
-    During InitBurnin the chain moves. During a round of EstimateAlpha or EstimateBalSched
-    every proposal starts from the round's state; the acceptance rate of a tested value is
-    the mean over its repeats, the best value so far is kept aside with the state its last
-    proposal reached, and at the round's end that state becomes the chain's while the value
-    moves the bound (Alg. 4, lines 16-18) or fills the schedule position (Alg. 5, 11-13).
-    """
-    where = locate(plan, i)
-    phase = where.phase
-    in_round = phase >= Phase.ALPHA_MIN
-    dtype = tuning.rho.dtype
-    repeats = jnp.where(phase <= Phase.ALPHA_MAX, plan.alpha_repeats, plan.balancing_repeats)
-    rho_sum = tuning.rho_sum + info.acceptance_rate
-    rho = rho_sum / repeats
-    score = jnp.where(phase == Phase.BALANCING, -rho, jnp.abs(rho - config.target_accept_prob))
-    # Alg. 4, line 16 / Alg. 5, line 11: keep the best value of the round. Ties go in the
-    # direction of the search: towards smaller alpha for alpha_max and smaller beta (the
-    # first entries), towards larger alpha for alpha_min (the last entry). Otherwise a step
-    # size so small that nothing moves (acceptance 1 for every tested alpha) would never let
-    # the search for alpha_min leave alpha_floor.
-    better = where.candidate_end & jnp.where(
-        phase == Phase.ALPHA_MIN, score <= tuning.best_score, score < tuning.best_score
-    )
-    param = jnp.where(phase == Phase.BALANCING, balancing, step_size)
-    best = select(better, new_state, tuning.best)
-    best_score = jnp.where(better, score, tuning.best_score)
-    best_param = jnp.where(better, param, tuning.best_param)
-    best_rho = jnp.where(better, rho, tuning.best_rho)
-
-    round_end = where.round_end
-    step_size_min = jnp.where(
-        round_end & (phase == Phase.ALPHA_MIN), best_param, tuning.step_size_min
-    )
-    step_size_max = jnp.where(
-        round_end & (phase == Phase.ALPHA_MAX), best_param, tuning.step_size_max
-    )
-    balancing_schedule = jnp.where(
-        round_end & (phase == Phase.BALANCING),
-        tuning.balancing.at[where.balancing_position].set(best_param.astype(dtype)),
-        tuning.balancing,
-    )
-    # rho_cur restarts at 0 for each EstimateAlpha call (Alg. 4, line 1)
-    last_alpha_min_round = (phase == Phase.ALPHA_MIN) & (i == plan.boundaries[2] - 1)
-    rho_cur = jnp.where(round_end, jnp.where(last_alpha_min_round, 0.0, best_rho), tuning.rho)
-    chain = select(in_round, select(round_end, best, state), new_state)
-    new_tuning = TuningState(
-        step_size_max=step_size_max,
-        step_size_min=step_size_min,
-        balancing=balancing_schedule,
-        rho=rho_cur.astype(dtype),
-        rho_sum=jnp.where(where.candidate_end | ~in_round, 0.0, rho_sum).astype(dtype),
-        best=best,
-        best_score=jnp.where(round_end | ~in_round, jnp.inf, best_score).astype(dtype),
-        best_param=best_param.astype(dtype),
-        best_rho=best_rho.astype(dtype),
-    )
-    return new_tuning, chain
-
-
 class Schedules(NamedTuple):
     """
     - **step_size** - ``alpha_k`` for ``k = 0..s-1``.
@@ -308,19 +235,64 @@ def update(
     The tuning state and the chain's state after step ``i``, which moved `state` to
     `new_state` with `parameters`. Outside the tuning steps both pass through: the
     schedules are frozen and the chain keeps `new_state`.
+
+    During InitBurnin the chain moves. During a round of EstimateAlpha or EstimateBalSched
+    every proposal starts from the round's state; the acceptance rate of a tested value is
+    the mean over its repeats, the best value so far is kept aside with the state its last
+    proposal reached, and at the round's end that state becomes the chain's while the value
+    moves the bound (Alg. 4, lines 16-18) or fills the schedule position (Alg. 5, 11-13).
     """
     if not plan.num_steps:
         return tuning, new_state
-    tuned, chain = _update_tuning(
-        plan,
-        config,
-        tuning,
-        i,
-        state,
-        new_state,
-        info,
-        parameters.step_size,
-        parameters.balancing,
+    step_size, balancing = parameters.step_size, parameters.balancing
+    where = locate(plan, i)
+    phase = where.phase
+    in_round = phase >= Phase.ALPHA_MIN
+    dtype = tuning.rho.dtype
+    repeats = jnp.where(phase <= Phase.ALPHA_MAX, plan.alpha_repeats, plan.balancing_repeats)
+    rho_sum = tuning.rho_sum + info.acceptance_rate
+    rho = rho_sum / repeats
+    score = jnp.where(phase == Phase.BALANCING, -rho, jnp.abs(rho - config.target_accept_prob))
+    # Alg. 4, line 16 / Alg. 5, line 11: keep the best value of the round. Ties go in the
+    # direction of the search: towards smaller alpha for alpha_max and smaller beta (the
+    # first entries), towards larger alpha for alpha_min (the last entry). Otherwise a step
+    # size so small that nothing moves (acceptance 1 for every tested alpha) would never let
+    # the search for alpha_min leave alpha_floor.
+    better = where.candidate_end & jnp.where(
+        phase == Phase.ALPHA_MIN, score <= tuning.best_score, score < tuning.best_score
+    )
+    param = jnp.where(phase == Phase.BALANCING, balancing, step_size)
+    best = select(better, new_state, tuning.best)
+    best_score = jnp.where(better, score, tuning.best_score)
+    best_param = jnp.where(better, param, tuning.best_param)
+    best_rho = jnp.where(better, rho, tuning.best_rho)
+
+    round_end = where.round_end
+    step_size_min = jnp.where(
+        round_end & (phase == Phase.ALPHA_MIN), best_param, tuning.step_size_min
+    )
+    step_size_max = jnp.where(
+        round_end & (phase == Phase.ALPHA_MAX), best_param, tuning.step_size_max
+    )
+    balancing_schedule = jnp.where(
+        round_end & (phase == Phase.BALANCING),
+        tuning.balancing.at[where.balancing_position].set(best_param.astype(dtype)),
+        tuning.balancing,
+    )
+    # rho_cur restarts at 0 for each EstimateAlpha call (Alg. 4, line 1)
+    last_alpha_min_round = (phase == Phase.ALPHA_MIN) & (i == plan.boundaries[2] - 1)
+    rho_cur = jnp.where(round_end, jnp.where(last_alpha_min_round, 0.0, best_rho), tuning.rho)
+    chain = select(in_round, select(round_end, best, state), new_state)
+    new_tuning = TuningState(
+        step_size_max=step_size_max,
+        step_size_min=step_size_min,
+        balancing=balancing_schedule,
+        rho=rho_cur.astype(dtype),
+        rho_sum=jnp.where(where.candidate_end | ~in_round, 0.0, rho_sum).astype(dtype),
+        best=best,
+        best_score=jnp.where(round_end | ~in_round, jnp.inf, best_score).astype(dtype),
+        best_param=best_param.astype(dtype),
+        best_rho=best_rho.astype(dtype),
     )
     is_tuning = i < plan.num_steps
-    return select(is_tuning, tuned, tuning), select(is_tuning, chain, new_state)
+    return select(is_tuning, new_tuning, tuning), select(is_tuning, chain, new_state)
