@@ -3,16 +3,17 @@ size presets, targets and report files.
 
 Two sampler families run on a flat binary target (:class:`~benchmarks.targets.BinaryTarget`):
 
-- **LBP**: :func:`numpyro_discrete.core.path.build_kernel` with gradient local ratios
-  (exact on Bernoulli and Ising targets, first-order on FHMM and RBM) and the ``barker``
-  balancing ``g(t) = t / (1 + t)`` of the paper's Table 1;
-- **RWM**: :mod:`benchmarks.paper.rwm`.
+- **LBP**: the ALBP step :func:`numpyro_discrete.core.path_length.build_kernel` (rounding
+  of ``R_t``, then one :func:`numpyro_discrete.core.path.build_kernel` step) with gradient
+  local ratios (exact on Bernoulli and Ising targets, first-order on FHMM and RBM) and the
+  ``barker`` balancing ``g(t) = t / (1 + t)`` of the paper's Table 1;
+- **RWM**: :mod:`benchmarks.paper.rwm`, after
+  :func:`~numpyro_discrete.core.path_length.round_path_length`.
 
-Both take a real scale ``R_t``: each step uses its probabilistic rounding
-(:func:`~numpyro_discrete.core.adaptation.round_path_length`, Alg. 2 line 5), and during
-warmup ``R_t`` may follow the Robbins-Monro recursion towards a target acceptance
-(:func:`~numpyro_discrete.core.adaptation.adapt_scale`, Alg. 2 lines 17-19; ALBP with
-0.574, ARWM with 0.234, any other target for the sweeps). The path of every step has one
+Both take a real scale ``R_t``: each step uses its probabilistic rounding (Alg. 2 line 5),
+and during warmup ``R_t`` may follow the Robbins-Monro recursion towards a target acceptance
+(:func:`~numpyro_discrete.core.path_length.update`, Alg. 2 lines 17-19; ALBP with 0.574,
+ARWM with 0.234, any other target for the sweeps). The path of every step has one
 of two static sizes, 1 or ``max_scale`` (chosen per step by ``lax.switch``), and ``R_t`` is
 clipped to ``max_scale``: one compiled program per family and target serves every scale
 and every target acceptance, and the experiments of a run share it (:class:`Cache`).
@@ -42,9 +43,11 @@ import jax
 from jax import lax, random
 import jax.numpy as jnp
 
-from numpyro_discrete.core import adaptation, path
+from numpyro_discrete.core import path_length
+from numpyro_discrete.core import state as core_state
 from numpyro_discrete.core.balancing import get_balancing
-from numpyro_discrete.core.local_ratios import binary_neighbourhood, gradient_local_fn
+from numpyro_discrete.core.local_ratios import gradient_local_fn
+from numpyro_discrete.core.neighbourhood import binary_neighbourhood
 
 from benchmarks import measurement
 from benchmarks.paper import rwm
@@ -241,13 +244,14 @@ class Family:
     - **name** - ``"LBP"`` or ``"RWM"``.
     - **max_scale** - static path size; ``R_t`` is clipped to ``[1, max_scale]``.
     - **init** - ``x -> state``.
-    - **step** - ``(key, state, R) -> (state, min(1, A))`` with an integer path length ``R``.
+    - **step** - ``(key, state, R_t) -> (state, min(1, A), R)``: one step at the real scale
+      ``R_t``, of the integer path length ``R`` it rounds to.
     """
 
     name: str
     max_scale: int
     init: Callable[[jax.Array], Any]
-    step: Callable[[jax.Array, Any, jax.Array], tuple[Any, jax.Array]]
+    step: Callable[[jax.Array, Any, jax.Array], tuple[Any, jax.Array, jax.Array]]
 
 
 def default_max_scale(name: str, num_coords: int) -> int:
@@ -264,19 +268,22 @@ def make_family(name: str, target: BinaryTarget, max_scale: int | None = None) -
     buckets = (1, k) if k > 1 else (1,)
     if name == "LBP":
         local_fn = gradient_local_fn(target.log_density, binary_neighbourhood)
-        kernel = path.build_kernel(get_balancing(BALANCING), binary_neighbourhood, buckets)
+        kernel = path_length.build_kernel(get_balancing(BALANCING), binary_neighbourhood, buckets)
 
-        def lbp_step(key: jax.Array, state: Any, length: jax.Array) -> tuple[Any, jax.Array]:
-            state, info = kernel(key, state, local_fn, length)
-            return state, info.acceptance_rate
+        def lbp_step(key: jax.Array, chain: Any, scale: jax.Array) -> tuple[Any, ...]:
+            chain, info, length = kernel(key, chain, local_fn, scale)
+            return chain, info.acceptance_rate, length
 
-        return Family(name, k, functools.partial(path.init, local_fn=local_fn), lbp_step)
+        return Family(name, k, functools.partial(core_state.init, local_fn=local_fn), lbp_step)
     if name == "RWM":
         kernel = rwm.build_kernel(buckets)
 
-        def rwm_step(key: jax.Array, state: Any, length: jax.Array) -> tuple[Any, jax.Array]:
-            state, info = kernel(key, state, target.log_density, length)
-            return state, info.acceptance_rate
+        def rwm_step(key: jax.Array, chain: Any, scale: jax.Array) -> tuple[Any, ...]:
+            # Alg. 3 rounds R_t as Alg. 2 does
+            key_round, key_step = random.split(key)
+            length = path_length.round_path_length(key_round, scale)
+            chain, info = kernel(key_step, chain, target.log_density, length)
+            return chain, info.acceptance_rate, length
 
         init = functools.partial(rwm.init, log_density_fn=target.log_density)
         return Family(name, k, init, rwm_step)
@@ -308,35 +315,33 @@ def chain_program(family: Family) -> Callable[..., tuple[Any, ...]]:
         num_measure: jax.Array,
     ) -> tuple[Any, ...]:
         def warmup_step(i: jax.Array, carry: tuple) -> tuple:
-            state, scale, mean_scale, key, accept_sum = carry
-            key, key_round, key_step = random.split(key, 3)
-            # Alg. 2, line 5: probabilistic rounding of R_t
-            length = adaptation.round_path_length(key_round, scale)
-            state, accept = family.step(key_step, state, length)
+            chain, adaptation, key, accept_sum = carry
+            key, key_step = random.split(key)
+            # Alg. 2, lines 5-16: round R_t, one step at that path length
+            chain, accept, _ = family.step(key_step, chain, adaptation.path_length)
             # Alg. 2, lines 17-19: R_{t+1} = R_t + (A - target), frozen after warmup
-            new_scale, new_mean = adaptation.adapt_scale(
-                i, scale, mean_scale, accept, num_warmup, target_accept, family.max_scale
+            adapted = path_length.update(
+                adaptation, i, accept, num_warmup, target_accept, family.max_scale
             )
-            scale = jnp.where(adapt, new_scale, scale)
-            mean_scale = jnp.where(adapt, new_mean, mean_scale)
-            return state, scale, mean_scale, key, accept_sum + accept
+            adaptation = core_state.select(adapt, adapted, adaptation)
+            return chain, adaptation, key, accept_sum + accept
 
         def measure_step(_: jax.Array, carry: tuple) -> tuple:
-            state, key, accept_sum, jump_sum = carry
-            key, key_round, key_step = random.split(key, 3)
-            length = adaptation.round_path_length(key_round, scale)
-            state, accept = family.step(key_step, state, length)
-            return state, key, accept_sum + accept, jump_sum + length * accept
+            chain, key, accept_sum, jump_sum = carry
+            key, key_step = random.split(key)
+            chain, accept, length = family.step(key_step, chain, scale)
+            return chain, key, accept_sum + accept, jump_sum + length * accept
 
         key_warmup, key_measure = random.split(key)
         zero = jnp.zeros((), jnp.float32)
-        carry = (family.init(x0), scale, scale, key_warmup, zero)
-        state, scale, _, _, warmup_sum = lax.fori_loop(0, num_warmup, warmup_step, carry)
-        carry = (state, key_measure, zero, zero)
-        state, _, accept_sum, jump_sum = lax.fori_loop(0, num_measure, measure_step, carry)
+        carry = (family.init(x0), path_length.init(scale), key_warmup, zero)
+        chain, adaptation, _, warmup_sum = lax.fori_loop(0, num_warmup, warmup_step, carry)
+        scale = adaptation.path_length
+        carry = (chain, key_measure, zero, zero)
+        chain, _, accept_sum, jump_sum = lax.fori_loop(0, num_measure, measure_step, carry)
         count = jnp.maximum(num_measure, 1)
         return (
-            state,
+            chain,
             scale,
             warmup_sum / jnp.maximum(num_warmup, 1),
             accept_sum / count,
@@ -351,14 +356,12 @@ def sample_program(family: Family, num_steps: int) -> Callable[..., tuple[jax.Ar
     `scale`, every state kept (``int8``, shape ``(num_steps, N)``) with each step's
     ``min(1, A)``."""
 
-    def run(key: jax.Array, state: Any, scale: jax.Array) -> tuple[jax.Array, ...]:
-        def body(state: Any, key: jax.Array) -> tuple[Any, tuple[jax.Array, jax.Array]]:
-            key_round, key_step = random.split(key)
-            length = adaptation.round_path_length(key_round, scale)
-            state, accept = family.step(key_step, state, length)
-            return state, (state.position.astype(jnp.int8), accept)
+    def run(key: jax.Array, chain: Any, scale: jax.Array) -> tuple[jax.Array, ...]:
+        def body(chain: Any, key: jax.Array) -> tuple[Any, tuple[jax.Array, jax.Array]]:
+            chain, accept, _ = family.step(key, chain, scale)
+            return chain, (chain.position.astype(jnp.int8), accept)
 
-        _, (draws, accepts) = lax.scan(body, state, random.split(key, num_steps))
+        _, (draws, accepts) = lax.scan(body, chain, random.split(key, num_steps))
         return draws, accepts
 
     return run

@@ -26,8 +26,9 @@ the sampler on the current model, and moves the parameters along ``E_data[grad l
 pi~(v)] - E_chains[grad log pi~(v)]`` (``pi~`` the unnormalised density) with Adam. Every
 run shares the seed: the same initial parameters, fantasy chains, minibatch order and
 optimiser; only the sampler and ``k`` differ. Samplers (the library's pure cores,
-:mod:`numpyro_discrete.core.path`, gradient local ratios, vectorised over the chains and
-compiled in one loop per sampler):
+:mod:`numpyro_discrete.core.path` and, for ALBP's rounding and Robbins-Monro step,
+:mod:`numpyro_discrete.core.path_length`; gradient local ratios, vectorised over the chains
+and compiled in one loop per sampler):
 
 - ``LBP-1``: the locally balanced path proposal with ``R = 1`` (Gibbs-with-Gradients);
 - ``ALBP``: the same proposal with an adapted real scale ``R_t`` (Alg. 2), one for all
@@ -95,9 +96,11 @@ from jax.example_libraries import optimizers
 import jax.numpy as jnp
 from jax.scipy.special import logsumexp
 
-from numpyro_discrete.core import adaptation, path
+from numpyro_discrete.core import path, path_length
+from numpyro_discrete.core import state as core_state
 from numpyro_discrete.core.balancing import get_balancing
-from numpyro_discrete.core.local_ratios import binary_neighbourhood, gradient_local_fn
+from numpyro_discrete.core.local_ratios import gradient_local_fn
+from numpyro_discrete.core.neighbourhood import binary_neighbourhood
 
 from benchmarks.measurement import environment, json_ready
 
@@ -293,7 +296,7 @@ def path_sampler(name: str, balancing: str, num_visible: int) -> Sampler:
         return gradient_local_fn(lambda v: log_unnormalised(rbm, v), binary_neighbourhood)
 
     def refresh(rbm: Rbm, chains: Chains) -> Chains:
-        state = jax.vmap(lambda x: path.init(x, local_fn(rbm)))(chains.position)
+        state = jax.vmap(lambda x: core_state.init(x, local_fn(rbm)))(chains.position)
         return chains._replace(log_density=state.log_density, log_ratios=state.log_ratios)
 
     def step(rbm: Rbm, chains: Chains, rng_key: jax.Array) -> tuple[Chains, jax.Array, jax.Array]:
@@ -302,8 +305,8 @@ def path_sampler(name: str, balancing: str, num_visible: int) -> Sampler:
         # Alg. 2: R = floor(R_t) + Bernoulli(R_t - floor(R_t)), one draw per step for all
         # chains: a shared R keeps `lax.switch` over the top-k buckets a real branch under
         # `vmap` (a per-chain R would run every bucket's branch, 10x slower here)
-        length = adaptation.round_path_length(key_round, chains.scale) if adaptive else 1
-        state = path.PathState(chains.position, chains.log_density, chains.log_ratios)
+        length = path_length.round_path_length(key_round, chains.scale) if adaptive else 1
+        state = core_state.State(chains.position, chains.log_density, chains.log_ratios)
         state, info = jax.vmap(lambda key, s: kernel(key, s, local_fn(rbm), length))(
             random.split(key_step, num_chains), state
         )
@@ -311,7 +314,7 @@ def path_sampler(name: str, balancing: str, num_visible: int) -> Sampler:
         scale = chains.scale
         if adaptive:
             # Alg. 2: R_{t+1} = clip(R_t + (a_t - 0.574), 1, V), a_t the chains' mean
-            scale = adaptation.update_scale(scale, accept, TARGET_ACCEPT_PROB, num_visible)
+            scale = path_length.robbins_monro_step(scale, accept, TARGET_ACCEPT_PROB, num_visible)
         new = Chains(state.position, state.log_density, state.log_ratios, scale)
         return new, accept, jnp.mean(info.num_changed.astype(accept.dtype))
 

@@ -23,7 +23,8 @@ import jax.numpy as jnp
 from jax.scipy.special import gammaln
 
 from numpyro_discrete.core.noise import gumbel
-from numpyro_discrete.core.path import PathInfo, bucket_switch
+from numpyro_discrete.core.path import bucket_switch
+from numpyro_discrete.core.state import Info
 
 __all__ = [
     "RWMState",
@@ -88,15 +89,15 @@ def log_accept_prob(log_density_x: jax.Array, log_density_y: jax.Array) -> jax.A
 
 def build_kernel(
     buckets: Sequence[int],
-) -> Callable[[jax.Array, RWMState, LogDensity, jax.Array], tuple[RWMState, PathInfo]]:
+) -> Callable[[jax.Array, RWMState, LogDensity, jax.Array], tuple[RWMState, Info]]:
     """
     The RWM-R transition kernel.
 
     :param buckets: increasing static top-k sizes; every step's ``R`` must be at most
         ``buckets[-1]`` (and at most ``N``).
     :return: ``kernel(rng_key, state, log_density_fn, path_length) -> (state, info)``, the
-        info the LBP core reports (:class:`~numpyro_discrete.core.path.PathInfo`; its
-        ``path_length`` is the number of coordinates flipped).
+        info the core's kernels report (:class:`~numpyro_discrete.core.state.Info`; its
+        ``num_changed`` is ``path_length`` if the flips were accepted, else 0).
     """
     buckets = tuple(buckets)
 
@@ -105,7 +106,7 @@ def build_kernel(
         state: RWMState,
         log_density_fn: LogDensity,
         path_length: jax.Array,
-    ) -> tuple[RWMState, PathInfo]:
+    ) -> tuple[RWMState, Info]:
         key_flips, key_accept = random.split(rng_key)
         x = state.position
         branches = [lambda key, k=k: sample_flips(key, x.shape[0], path_length, k) for k in buckets]
@@ -119,7 +120,7 @@ def build_kernel(
         is_accepted = jnp.log(random.uniform(key_accept)) < log_accept
         new_state = lax.cond(is_accepted, lambda: RWMState(y, log_p_y), lambda: state)
         num_changed = jnp.where(is_accepted, path_length, 0)
-        info = PathInfo(jnp.exp(log_accept), is_accepted, path_length, num_changed)
+        info = Info(jnp.exp(log_accept), is_accepted, num_changed)
         return new_state, info
 
     return kernel
