@@ -13,7 +13,7 @@ import sys
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 NUMERIC_FIELDS = (
     "ejd",

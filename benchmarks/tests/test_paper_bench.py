@@ -21,7 +21,7 @@ import jax.numpy as jnp
 from numpyro.handlers import substitute
 from numpyro.infer.util import log_density
 
-from benchmarks.paper import rwm
+from benchmarks.paper import common, rwm
 from benchmarks.paper.efficiency import fit_optimum, lbp_theory, rwm_theory
 from benchmarks.paper.scaling import fit_loglog
 from benchmarks.targets import (
@@ -34,7 +34,7 @@ from benchmarks.targets import (
     ising_target,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NUM_COORDS = 4
 STATES = np.array(list(itertools.product([0, 1], repeat=NUM_COORDS)), np.int32)
 LOG_PI_WEIGHTS = np.array([0.7, -1.3, 0.4, 2.1])
@@ -114,6 +114,49 @@ def test_sample_flips_has_exactly_r_distinct_coordinates():
     for path_length in (0, 1, 3, 7, 8):
         masks = sample(keys, jnp.int32(path_length))
         assert np.all(np.asarray(masks).sum(axis=1) == path_length)
+
+
+@pytest.mark.parametrize("family", common.FAMILIES)
+def test_family_step_rounds_the_real_scale(family):
+    """A family's step at a real ``R_t`` takes the path length ``floor(R_t)`` or
+    ``floor(R_t) + 1``, with mean ``R_t`` (Alg. 2, line 5), and changes at most that many
+    coordinates."""
+    target = bernoulli_binary(16)
+    fam = common.make_family(family, target, max_scale=8)
+    x0 = common.random_state(random.key(0), (target.num_coords,))
+
+    def step(key, scale):
+        new, accept, length = fam.step(key, fam.init(x0), scale)
+        return jnp.sum(new.position != x0), accept, length
+
+    changed, accept, length = jax.jit(jax.vmap(step, (0, None)))(
+        random.split(random.key(1), 4000), jnp.float32(2.25)
+    )
+    changed, accept, length = np.asarray(changed), np.asarray(accept), np.asarray(length)
+    assert set(np.unique(length)) == {2, 3}
+    assert abs(length.mean() - 2.25) < 0.05
+    assert np.all((changed == 0) | (changed == length))
+    assert np.all((accept >= 0) & (accept <= 1))
+
+
+@pytest.mark.parametrize("family", common.FAMILIES)
+def test_chain_program_adapts_only_when_asked(family):
+    """:func:`~benchmarks.paper.common.chain_program`: with ``adapt`` the frozen scale is the
+    adaptation's (within ``[1, max_scale]``, and larger than 1 on a product target where
+    R = 1 accepts nearly always); without it the scale stays where it started."""
+    target = bernoulli_binary(32)
+    fam = common.make_family(family, target, max_scale=16)
+    run = jax.jit(common.chain_program(fam))
+    x0 = common.random_state(random.key(0), (target.num_coords,))
+    args = (jnp.float32(common.OPTIMAL_ACCEPT[family]), jnp.int32(200), jnp.int32(100))
+    _, scale, warmup_accept, accept, ejd = run(
+        random.key(1), x0, jnp.float32(1.0), args[0], jnp.bool_(True), *args[1:]
+    )
+    assert 1.0 < float(scale) <= 16.0
+    assert 0.0 <= float(warmup_accept) <= 1.0 and 0.0 <= float(accept) <= 1.0
+    assert float(ejd) > 0
+    _, fixed, *_ = run(random.key(1), x0, jnp.float32(1.5), args[0], jnp.bool_(False), *args[1:])
+    assert float(fixed) == 1.5
 
 
 def test_flat_log_densities_match_numpyro_models():

@@ -18,7 +18,7 @@ from jax import random
 import jax.numpy as jnp
 from jax.scipy.special import logsumexp
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
