@@ -1,12 +1,23 @@
-"""Exact enumeration helpers shared by the tests."""
+"""Helpers shared by the tests: enumerated spaces and targets, exact transition matrices,
+statistical checks (chi-square, total variation, Monte Carlo standard errors) and the small
+factorial HMM of the LBPGibbs tests. Tests never import ``benchmarks``."""
 
 import itertools
+from typing import NamedTuple
 
 import numpy as np
 from scipy import stats
 
 import jax
 import jax.numpy as jnp
+
+import numpyro
+from numpyro.diagnostics import effective_sample_size
+import numpyro.distributions as dist
+
+from numpyro_discrete.core.neighbourhood import CoordinateSupports, SupportKind
+
+# --- enumerated spaces ----------------------------------------------------------------------
 
 
 def all_binary_states(num_coords: int) -> np.ndarray:
@@ -21,8 +32,34 @@ def state_index(states: jnp.ndarray) -> jnp.ndarray:
     return jnp.sum(states * powers, axis=-1)
 
 
-def total_variation(p: np.ndarray, q: np.ndarray) -> float:
-    return 0.5 * float(np.abs(np.asarray(p) - np.asarray(q)).sum())
+def state_lookup(states: np.ndarray):
+    """Map each row of `ys` to its row in the enumeration `states`, through a dict."""
+    lookup = {tuple(s): i for i, s in enumerate(np.asarray(states))}
+    return lambda ys: np.array([lookup[tuple(y)] for y in np.asarray(ys)], dtype=np.int64)
+
+
+# tiny spaces, per coordinate (kind, num_categories, lower, upper)
+_B, _C3 = (SupportKind.BINARY, 2, 0, 1), (SupportKind.CATEGORICAL, 3, 0, 2)
+_ORD = SupportKind.ORDINAL
+SPACES = {
+    "binary": [_B] * 4,
+    # K = 3 categorical coordinates beside a binary one
+    "categorical": [_C3, _B, _C3],
+    # ordinal coordinates whose windows hit the support boundaries
+    "ordinal": [(_ORD, 0, 0, 3), (_ORD, 0, -1, 1), (_ORD, 0, 2, 4)],
+    "mixed": [_C3, _B, (_ORD, 0, 0, 3)],
+}
+
+
+def coordinate_space(name: str) -> tuple[CoordinateSupports, np.ndarray]:
+    """The supports of the space `name` of :data:`SPACES` and all its states, row-major."""
+    columns = zip(*SPACES[name], strict=True)
+    supports = CoordinateSupports(*(np.array(column, np.int32) for column in columns))
+    values = [np.arange(lo, hi + 1) for lo, hi in zip(supports.lower, supports.upper, strict=True)]
+    return supports, np.array(list(itertools.product(*values)), dtype=np.int32)
+
+
+# --- random targets -------------------------------------------------------------------------
 
 
 def random_binary_target(num_coords: int, seed: int, num_hidden: int = 3):
@@ -46,20 +83,31 @@ def random_binary_target(num_coords: int, seed: int, num_hidden: int = 3):
     return log_pi
 
 
+def random_mixed_target(num_coords: int, seed: int):
+    """A log density of integer vectors with pairwise and softplus terms in the values
+    (differentiable, so that gradient weights apply, and not affine, so that they are only
+    approximate) plus a per-coordinate table read at the value (a value used as an index,
+    invisible to the gradient)."""
+    rng = np.random.default_rng(seed)
+    field = jnp.asarray(rng.normal(0.0, 1.0, num_coords))
+    coupling = jnp.asarray(np.triu(rng.normal(0.0, 0.4, (num_coords, num_coords)), 1))
+    weights = jnp.asarray(rng.normal(0.0, 0.7, (2, num_coords)))
+    table = jnp.asarray(rng.normal(0.0, 1.0, (num_coords, 8)))
+
+    def log_pi(x):
+        xf = jnp.asarray(x, jnp.result_type(float))
+        smooth = field @ xf + xf @ coupling @ xf + jnp.sum(jnp.logaddexp(0.0, weights @ xf))
+        lookup = table[jnp.arange(num_coords), jnp.asarray(jnp.round(xf), jnp.int32) + 1]
+        return smooth + jnp.sum(lookup)
+
+    return log_pi
+
+
 def exact_distribution(log_pi, states: np.ndarray) -> np.ndarray:
     """Normalised probabilities of `states` under the unnormalised `log_pi`."""
     log_p = np.asarray(jax.vmap(log_pi)(jnp.asarray(states)), dtype=np.float64)
     p = np.exp(log_p - log_p.max())
     return p / p.sum()
-
-
-def iid_tv_quantile(pi, num_draws, quantile=0.99, reps=200, seed=0):
-    """The `quantile` of the total variation between `pi` and the empirical distribution of
-    `num_draws` independent exact draws."""
-    rng = np.random.default_rng(seed)
-    counts = rng.multinomial(num_draws, pi, size=reps)
-    tvs = 0.5 * np.abs(counts / num_draws - pi).sum(1)
-    return float(np.quantile(tvs, quantile))
 
 
 def enumerate_model(model, args, sites):
@@ -92,20 +140,22 @@ def enumerate_model(model, args, sites):
     return states, p / p.sum()
 
 
-def chi_square_rows(counts, matrix):
-    """Pooled chi-square of observed transition counts against the exact rows."""
-    expected = counts.sum(1, keepdims=True) * matrix
-    mask = expected > 0
-    assert np.all(counts[~mask] == 0), "a transition of probability zero happened"
-    statistic = np.sum((counts[mask] - expected[mask]) ** 2 / expected[mask])
-    dof = int(mask.sum()) - counts.shape[0]
-    return stats.chi2.sf(statistic, dof)
+# --- exact transition matrices --------------------------------------------------------------
 
 
-def state_lookup(states: np.ndarray):
-    """Map each row of `ys` to its row in the enumeration `states`, through a dict."""
-    lookup = {tuple(s): i for i, s in enumerate(np.asarray(states))}
-    return lambda ys: np.array([lookup[tuple(y)] for y in np.asarray(ys)], dtype=np.int64)
+def _matrix(states, ys, log_q, log_a, restores):
+    """The transition matrix of the moves ``states[i] -> ys[i, k]`` of log probabilities
+    ``log_q + log_a`` (rejections on the diagonal), and the forward mass per state."""
+    log_q, log_a = np.asarray(log_q, np.float64), np.asarray(log_a, np.float64)
+    proposable = np.isfinite(log_q)
+    assert np.all(np.asarray(restores)[proposable]), "a move is not undone by its reverse"
+    num_states = len(states)
+    matrix = np.zeros((num_states, num_states))
+    rows = np.broadcast_to(np.arange(num_states)[:, None], proposable.shape)[proposable]
+    cols = state_lookup(states)(np.asarray(ys)[proposable])
+    np.add.at(matrix, (rows, cols), np.exp(log_q + log_a)[proposable])
+    matrix[np.arange(num_states), np.arange(num_states)] += 1.0 - matrix.sum(1)
+    return matrix, np.where(proposable, np.exp(log_q), 0.0).sum(1)
 
 
 def path_transition_matrix(local_fn, neighbourhood, states, path_length, balancing, length=None):
@@ -116,8 +166,8 @@ def path_transition_matrix(local_fn, neighbourhood, states, path_length, balanci
     the M-H test of the kernel. Paths are padded to `length` (default `path_length`) with
     inactive entries that repeat coordinate 0, as the kernel pads them.
 
-    Returns the matrix and, per state, the total forward probability of all paths (which
-    must be 1). Also checks that every proposable move is undone by its reverse path.
+    Returns the matrix and the forward mass of all paths per state (which must be 1);
+    checks that every proposable move is undone by its reverse path.
     """
     from numpyro_discrete.core import path
     from numpyro_discrete.core.balancing import get_balancing, log_weights
@@ -146,20 +196,54 @@ def path_transition_matrix(local_fn, neighbourhood, states, path_length, balanci
         restored = path.apply_path(y, backward, neighbourhood)
         return y, log_q_forward, log_accept, jnp.all(restored == x)
 
-    ys, log_q, log_a, restores = jax.jit(
-        jax.vmap(lambda x: jax.vmap(lambda c, m: move(x, c, m))(coords, choices))
-    )(jnp.asarray(states))
-    log_q, log_a = np.asarray(log_q, np.float64), np.asarray(log_a, np.float64)
-    proposable = np.isfinite(log_q)
-    assert np.all(np.asarray(restores)[proposable]), "a move is not undone by its reverse"
-    num_states, num_paths = len(states), coords.shape[0]
-    matrix = np.zeros((num_states, num_states))
-    rows = np.repeat(np.arange(num_states), num_paths).reshape(proposable.shape)[proposable]
-    cols = state_lookup(states)(np.asarray(ys)[proposable])
-    np.add.at(matrix, (rows, cols), np.exp(log_q + log_a)[proposable])
-    matrix[np.arange(num_states), np.arange(num_states)] += 1.0 - matrix.sum(1)
-    forward_mass = np.where(proposable, np.exp(log_q), 0.0).sum(1)
-    return matrix, forward_mass
+    moves = jax.vmap(lambda x: jax.vmap(lambda c, m: move(x, c, m))(coords, choices))
+    return _matrix(states, *jax.jit(moves)(jnp.asarray(states)))
+
+
+def coordinatewise_transition_matrices(local_fn, neighbourhood, squared_distance, states):
+    """
+    The exact transition matrices of the coordinate-wise (DMALA/ACS) step over the
+    enumerated `states`: from every state, every vector of per-coordinate choices (stay, or
+    one candidate), through the core proposal functions and the M-H test.
+
+    Returns ``matrix_at(step_size, balancing) -> (matrix, forward_mass)``, compiled once;
+    it checks that every proposable move is undone by its reverse choices.
+    """
+    from numpyro_discrete.core import coordinatewise as cw
+
+    states = np.asarray(states, np.int32)
+    num_columns = neighbourhood.candidates(jnp.asarray(states[0])).shape[1] + 1
+    choice_vectors = jnp.asarray(
+        np.array(list(itertools.product(range(num_columns), repeat=states.shape[1])), np.int32)
+    )
+
+    def moves(step_size, balancing):
+        def log_probs(x):
+            log_p, d = local_fn(x)
+            candidates = neighbourhood.candidates(x)
+            log_q = cw.proposal_log_probs(d, squared_distance(x, candidates), step_size, balancing)
+            return log_p, candidates, log_q
+
+        def move(x, choices):
+            log_p_x, candidates_x, log_q_x = log_probs(x)
+            y = cw.apply_choices(x, choices, candidates_x)
+            log_p_y, candidates_y, log_q_y = log_probs(y)
+            back = cw.reverse_choices(x, y, candidates_y)
+            log_q_forward = cw.proposal_log_prob(log_q_x, choices)
+            log_q_reverse = cw.proposal_log_prob(log_q_y, back)
+            log_accept = jnp.minimum(log_p_y - log_p_x + log_q_reverse - log_q_forward, 0.0)
+            restored = cw.apply_choices(y, back, candidates_y)
+            return y, log_q_forward, log_accept, jnp.all(restored == x)
+
+        return jax.vmap(lambda x: jax.vmap(lambda c: move(x, c))(choice_vectors))(
+            jnp.asarray(states)
+        )
+
+    moves = jax.jit(moves)
+    return lambda step_size, balancing: _matrix(states, *moves(step_size, balancing))
+
+
+# --- checks ---------------------------------------------------------------------------------
 
 
 def assert_reversible(matrix, pi, atol=1e-10):
@@ -170,3 +254,170 @@ def assert_reversible(matrix, pi, atol=1e-10):
     flow = pi[:, None] * matrix
     assert np.max(np.abs(flow - flow.T)) < atol
     np.testing.assert_allclose(pi @ matrix, pi, atol=atol)
+
+
+def assert_irreducible(matrix):
+    """Every state reaches every other one (detailed balance alone also holds for a kernel
+    that never moves)."""
+    reach = (matrix > 0).astype(float) + np.eye(len(matrix))
+    assert np.all(np.linalg.matrix_power(reach, len(matrix)) > 0)
+
+
+def chi_square_rows(counts, matrix):
+    """Pooled chi-square of observed transition counts against the exact rows."""
+    expected = counts.sum(1, keepdims=True) * matrix
+    mask = expected > 0
+    assert np.all(counts[~mask] == 0), "a transition of probability zero happened"
+    statistic = np.sum((counts[mask] - expected[mask]) ** 2 / expected[mask])
+    dof = int(mask.sum()) - counts.shape[0]
+    return stats.chi2.sf(statistic, dof)
+
+
+def total_variation(p: np.ndarray, q: np.ndarray) -> float:
+    return 0.5 * float(np.abs(np.asarray(p) - np.asarray(q)).sum())
+
+
+def iid_tv_quantile(pi, num_draws, quantile=0.99, reps=200, seed=0):
+    """The `quantile` of the total variation between `pi` and the empirical distribution of
+    `num_draws` independent exact draws."""
+    rng = np.random.default_rng(seed)
+    counts = rng.multinomial(num_draws, pi, size=reps)
+    tvs = 0.5 * np.abs(counts / num_draws - pi).sum(1)
+    return float(np.quantile(tvs, quantile))
+
+
+def product_of_marginals(states, pi):
+    """The product of the one-coordinate marginals of `pi` over the enumerated `states`."""
+    product = np.ones(len(states))
+    for column in np.asarray(states).T:
+        _, value = np.unique(column, return_inverse=True)
+        product *= np.bincount(value, weights=pi)[value]
+    return product
+
+
+def flat_draws(samples, names):
+    """Draws of several sites as one flat integer matrix (sites in order, row-major)."""
+    num_draws = samples[names[0]].shape[0]
+    return np.concatenate(
+        [np.asarray(samples[name]).reshape(num_draws, -1) for name in names], axis=1
+    )
+
+
+def assert_tv(draws, states, pi, ess_fraction=0.2, against_product=True):
+    """
+    Total variation between the draws (rows of `states`) and the enumerated target `pi`
+    below the 99% quantile of the TV that independent exact draws reach with `ess_fraction`
+    of the sample size (an ESS of that fraction of the draws). With `against_product`, the
+    tolerance must also be smaller than the TV to the product of the target's marginals, so
+    that a sampler ignoring the couplings fails.
+    """
+    empirical = np.bincount(state_lookup(states)(draws), minlength=len(states)) / len(draws)
+    tolerance = iid_tv_quantile(pi, int(len(draws) * ess_fraction))
+    if against_product:
+        assert tolerance < total_variation(pi, product_of_marginals(states, pi))
+    tv = total_variation(empirical, pi)
+    assert tv < tolerance, (tv, tolerance)
+
+
+def effective_sample_sizes(draws):
+    """ESS of each coordinate of ``(chains, draws, ...)`` draws (NaN where constant)."""
+    draws = np.asarray(draws, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.asarray(effective_sample_size(draws))
+
+
+def mcse_of_mean(draws):
+    """Monte Carlo standard error of the mean of each coordinate of ``(chains, draws, ...)``
+    draws, from the ESS."""
+    draws = np.asarray(draws, dtype=np.float64)
+    flat = draws.reshape((-1,) + draws.shape[2:])
+    return np.sqrt(flat.var(0) / effective_sample_sizes(draws))
+
+
+def assert_within_mcse(estimate, reference, se, num_se=4.0, what="estimate", slack=0.0):
+    """``|estimate - reference| < num_se * se + slack`` in every coordinate."""
+    error = np.abs(np.asarray(estimate) - np.asarray(reference))
+    assert np.all(error < num_se * np.asarray(se) + slack), (
+        f"{what}: |error| / se = {error / np.asarray(se)} (estimate {estimate}, "
+        f"reference {reference})"
+    )
+
+
+def assert_mean_within_mcse(draws, reference, num_se=4.0, what="mean", slack=0.0):
+    """The mean over chains and draws of ``(chains, draws, ...)`` draws is within `num_se`
+    ESS-based standard errors (plus `slack`) of `reference`."""
+    draws = np.asarray(draws, dtype=np.float64)
+    assert_within_mcse(draws.mean((0, 1)), reference, mcse_of_mean(draws), num_se, what, slack)
+
+
+# --- mixed discrete and continuous models (the LBPGibbs tests') ----------------------------
+
+Y_MIX = jnp.array([0.1, 0.9, 1.3, -0.4, 0.6, 0.2, 1.1, 0.45])
+SCALE_MIX = 0.5
+
+
+def beta_bernoulli_model(y):
+    """``y_i ~ N(z_i, 0.5^2)``, ``z_i ~ Bernoulli(p)``, ``p ~ Beta(2, 2)``."""
+    p = numpyro.sample("p", dist.Beta(2.0, 2.0))
+    z = numpyro.sample("z", dist.Bernoulli(p).expand(y.shape))
+    numpyro.sample("y", dist.Normal(z, SCALE_MIX), obs=y)
+
+
+# a factorial HMM, as in benchmarks/targets.py
+
+FHMM_NOISE_SCALES = {"C1": 2.0, "C2": 1.0, "C3": 0.5}
+FHMM_INIT_PROB = 0.1
+FHMM_STAY_PROB = 0.8
+
+
+class FHMMData(NamedTuple):
+    y: np.ndarray  # (L,) observations
+    x: np.ndarray  # (L, K) true hidden states
+    w: np.ndarray
+    b: float
+    sigma: float
+
+
+def fhmm_data(num_steps, num_chains, config="C2", seed=0, w=None, b=None) -> FHMMData:
+    """``L = num_steps`` observations of ``K = num_chains`` binary Markov chains (``x_0 ~
+    Bern(0.1)``, then each keeps its value with probability 0.8), ``y_l ~ N(w . x_l + b,
+    sigma^2)``; ``w``, ``b`` drawn from ``N(0, 1)`` unless given, ``sigma^2`` from `config`."""
+    rng = np.random.default_rng(seed)
+    w = rng.normal(size=num_chains) if w is None else np.asarray(w, dtype=float)
+    b = float(rng.normal()) if b is None else float(b)
+    sigma = float(np.sqrt(FHMM_NOISE_SCALES[config]))
+    x = np.empty((num_steps, num_chains), dtype=np.int32)
+    x[0] = rng.random(num_chains) < FHMM_INIT_PROB
+    for step in range(1, num_steps):
+        switch = rng.random(num_chains) >= FHMM_STAY_PROB
+        x[step] = np.where(switch, 1 - x[step - 1], x[step - 1])
+    y = x @ w + b + sigma * rng.normal(size=num_steps)
+    return FHMMData(y=y, x=x, w=w, b=b, sigma=sigma)
+
+
+def fhmm_markov_log_prior(x):
+    """Log prior of the ``(L, K)`` chains, polynomial in ``x`` (a float-relaxed ``x`` has a
+    gradient)."""
+    x = jnp.asarray(x, jnp.result_type(float))
+    first = x[0] * np.log(FHMM_INIT_PROB) + (1 - x[0]) * np.log1p(-FHMM_INIT_PROB)
+    same = x[1:] * x[:-1] + (1 - x[1:]) * (1 - x[:-1])
+    stay = same * np.log(FHMM_STAY_PROB) + (1 - same) * np.log1p(-FHMM_STAY_PROB)
+    return jnp.sum(first) + jnp.sum(stay)
+
+
+def fhmm_parameters(num_chains, w_loc, w_scale):
+    w_loc = jnp.broadcast_to(w_loc, (num_chains,))
+    w = numpyro.sample("w", dist.Normal(w_loc, w_scale).to_event(1))
+    b = numpyro.sample("b", dist.Normal(0.0, 1.0))
+    sigma = numpyro.sample("sigma", dist.HalfNormal(1.0))
+    return w, b, sigma
+
+
+def fhmm_model(y, num_chains, w_loc=0.0, w_scale=1.0):
+    """``X`` as one ``(L, K)`` binary site ``"x"`` whose uniform prior the factor
+    ``"x_markov"`` replaces by the Markov prior; ``w``, ``b``, ``sigma`` continuous."""
+    num_steps = y.shape[0]
+    w, b, sigma = fhmm_parameters(num_chains, w_loc, w_scale)
+    x = numpyro.sample("x", dist.Bernoulli(0.5).expand([num_steps, num_chains]))
+    numpyro.factor("x_markov", fhmm_markov_log_prior(x) + num_steps * num_chains * np.log(2.0))
+    numpyro.sample("y", dist.Normal(x @ w + b, sigma), obs=y)

@@ -1,5 +1,7 @@
-"""Exact tests of the LBP-R path proposal on tiny binary spaces: every state, every ordered
-path, the full transition matrix, detailed balance to round-off (in float64)."""
+"""Exact tests of the LBP-R path proposal (:mod:`numpyro_discrete.core.path`) on tiny binary,
+categorical, ordinal and mixed spaces: every state, every ordered path with every choice of
+new values, the full transition matrix, detailed balance to round-off (in float64), and the
+jitted kernel's draws against the matrix."""
 
 import numpy as np
 import pytest
@@ -8,24 +10,30 @@ import jax
 from jax import random
 import jax.numpy as jnp
 
-from numpyro_discrete import ALBP
-from numpyro_discrete.core import path
+from numpyro_discrete.core import path, state
 from numpyro_discrete.core.balancing import get_balancing, log_weights
-from numpyro_discrete.core.local_ratios import (
+from numpyro_discrete.core.local_ratios import exact_local_fn, gradient_local_fn, mixed_local_fn
+from numpyro_discrete.core.neighbourhood import (
+    SupportKind,
     binary_neighbourhood,
-    exact_local_fn,
-    gradient_local_fn,
+    coordinate_neighbourhood,
 )
 
-from exact import (
+from helpers import (
     all_binary_states,
+    assert_irreducible,
     assert_reversible,
     chi_square_rows,
+    coordinate_space,
     exact_distribution,
     path_transition_matrix,
     random_binary_target,
+    random_mixed_target,
     state_index,
+    state_lookup,
 )
+
+# --- binary spaces --------------------------------------------------------------------------
 
 NUM_COORDS = 5
 
@@ -38,7 +46,7 @@ def _local_fn(log_pi, weights):
 
 def lbp_transition_matrix(log_pi, num_coords, path_length, balancing, weights, length):
     """The LBP-R transition matrix over ``{0, 1}^N`` (see
-    :func:`exact.path_transition_matrix`) and the forward mass of all paths per state."""
+    :func:`helpers.path_transition_matrix`) and the forward mass of all paths per state."""
     return path_transition_matrix(
         _local_fn(log_pi, weights),
         binary_neighbourhood,
@@ -72,7 +80,7 @@ def test_reverse_probability_is_the_reversed_path_drawn_forwards(x64, path_lengt
 @pytest.mark.parametrize("weights", ["gradient", "exact"])
 @pytest.mark.parametrize("balancing", ["sqrt", "barker"])
 @pytest.mark.parametrize("path_length", [1, 2, 3])
-def test_detailed_balance(x64, path_length, balancing, weights, padded):
+def test_binary_detailed_balance(x64, path_length, balancing, weights, padded):
     log_pi = random_binary_target(NUM_COORDS, seed=path_length)
     length = NUM_COORDS if padded else path_length
     matrix, forward_mass = lbp_transition_matrix(
@@ -90,7 +98,7 @@ def test_detailed_balance(x64, path_length, balancing, weights, padded):
 
 
 @pytest.mark.parametrize("balancing", ["sqrt", "barker"])
-def test_kernel_matches_transition_matrix(x64, balancing):
+def test_binary_kernel_matches_transition_matrix(x64, balancing):
     """The jitted kernel, path sampling included, draws from the enumerated matrix."""
     num_coords, path_length, draws = 4, 2, 20000
     log_pi = random_binary_target(num_coords, seed=7)
@@ -105,8 +113,8 @@ def test_kernel_matches_transition_matrix(x64, balancing):
 
     @jax.jit
     def step_from(x, keys):
-        state = path.init(x, local_fn)
-        return jax.vmap(lambda k: kernel(k, state, local_fn, jnp.int32(path_length)))(keys)
+        start = state.init(x, local_fn)
+        return jax.vmap(lambda k: kernel(k, start, local_fn, jnp.int32(path_length)))(keys)
 
     counts = np.zeros_like(matrix)
     for row, x in enumerate(states):
@@ -116,25 +124,67 @@ def test_kernel_matches_transition_matrix(x64, balancing):
     assert chi_square_rows(counts, matrix) > 1e-4
 
 
-def test_albp_frozen_scale_is_a_mixture_of_lbp_kernels(x64):
-    """ALBP after warmup with R_t = 1.5 moves by 0.5 LBP-1 + 0.5 LBP-2 (through the
-    numpyro kernel's own `init`/`sample`)."""
-    num_coords, draws = 4, 20000
-    log_pi = random_binary_target(num_coords, seed=11)
-    matrices = [
-        lbp_transition_matrix(log_pi, num_coords, r, "sqrt", "gradient", r)[0] for r in (1, 2)
-    ]
-    mixture = 0.5 * (matrices[0] + matrices[1])
-    kernel = ALBP(potential_fn=lambda z: -log_pi(z["x"]), init_num_flips=1.5)
-    states = all_binary_states(num_coords)
-    kernel.init(random.key(0), 0, {"x": jnp.asarray(states[0])}, (), None)
-    sample = jax.jit(jax.vmap(lambda s: kernel.sample(s, (), None)))
-    # one compiled program for every starting state (an eager vmap of `init` per state
-    # would dispatch its operations one by one)
-    init = jax.jit(jax.vmap(lambda k, x: kernel.init(k, 0, {"x": x}, (), None), (0, None)))
-    counts = np.zeros_like(mixture)
+# --- categorical, ordinal and mixed spaces: moves over (coordinate, new value) pairs -------
+
+SUPPORT_SPACES = ["categorical", "ordinal", "mixed"]
+WINDOWS = {"categorical": 1, "ordinal": 2, "mixed": 1}
+
+
+def _supports_local_fn(log_pi, neighbourhood, weights, supports):
+    exact_coords = {
+        "gradient": np.zeros(0, np.int32),
+        "exact": None,
+        # categorical coordinates exact, the others from the gradient
+        "mixed": np.flatnonzero(supports.kind == SupportKind.CATEGORICAL),
+    }[weights]
+    return mixed_local_fn(log_pi, log_pi, neighbourhood, exact_coords)
+
+
+def supports_transition_matrix(space, path_length, balancing, weights, seed):
+    supports, states = coordinate_space(space)
+    neighbourhood = coordinate_neighbourhood(supports, WINDOWS[space])
+    log_pi = random_mixed_target(len(supports.kind), seed)
+    local_fn = _supports_local_fn(log_pi, neighbourhood, weights, supports)
+    matrix, forward_mass = path_transition_matrix(
+        local_fn, neighbourhood, states, path_length, balancing
+    )
+    pi = np.exp(np.asarray(jax.vmap(log_pi)(jnp.asarray(states))))
+    return matrix, forward_mass, pi / pi.sum(), (log_pi, local_fn, neighbourhood, states)
+
+
+@pytest.mark.parametrize("weights", ["gradient", "exact", "mixed"])
+@pytest.mark.parametrize("balancing", ["sqrt", "barker"])
+@pytest.mark.parametrize("path_length", [1, 2])
+@pytest.mark.parametrize("space", SUPPORT_SPACES)
+def test_supports_detailed_balance(x64, space, path_length, balancing, weights):
+    matrix, forward_mass, pi, _ = supports_transition_matrix(
+        space, path_length, balancing, weights, seed=path_length
+    )
+    np.testing.assert_allclose(forward_mass, 1.0, atol=1e-12)
+    assert_reversible(matrix, pi)
+    assert_irreducible(matrix)
+
+
+@pytest.mark.parametrize("space", ["mixed"])
+def test_supports_kernel_matches_transition_matrix(x64, space):
+    """The jitted kernel (sampled coordinates, then categorical new values) draws
+    from the enumerated matrix."""
+    path_length, draws = 2, 10000
+    matrix, _, _, (_, local_fn, neighbourhood, states) = supports_transition_matrix(
+        space, path_length, "sqrt", "mixed", seed=3
+    )
+    kernel = path.build_kernel(
+        get_balancing("sqrt"), neighbourhood, path.path_size_buckets(states.shape[1])
+    )
+    index_of = state_lookup(states)
+
+    @jax.jit
+    def step_from(x, keys):
+        start = state.init(x, local_fn)
+        return jax.vmap(lambda k: kernel(k, start, local_fn, jnp.int32(path_length)))(keys)
+
+    counts = np.zeros_like(matrix)
     for row, x in enumerate(states):
-        new_state = sample(init(random.split(random.key(100 + row), draws), jnp.asarray(x)))
-        np.testing.assert_allclose(new_state.num_flips, 1.5)
-        np.add.at(counts[row], np.asarray(state_index(new_state.z["x"])), 1)
-    assert chi_square_rows(counts, mixture) > 1e-4
+        new_state, _ = step_from(jnp.asarray(x), random.split(random.key(row), draws))
+        np.add.at(counts[row], index_of(new_state.position), 1)
+    assert chi_square_rows(counts, matrix) > 1e-4

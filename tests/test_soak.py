@@ -1,4 +1,5 @@
-"""Long-run soak: ALBP on a 10^4-coordinate sparse Ising chain through the pure core kernel,
+"""Long-run soak: ALBP on a 10^4-coordinate sparse Ising chain through the pure core ALBP step
+(:func:`numpyro_discrete.core.path_length.build_kernel` and its adaptation),
 in compiled chunks that keep no samples. Memory must stay flat across chunks and the
 acceptance rate of each post-warmup chunk must stay at the same level.
 
@@ -16,9 +17,10 @@ import jax
 from jax import lax, random
 import jax.numpy as jnp
 
-from numpyro_discrete.core import adaptation, path
+from numpyro_discrete.core import path, path_length, state
 from numpyro_discrete.core.balancing import get_balancing
-from numpyro_discrete.core.local_ratios import binary_neighbourhood, gradient_local_fn
+from numpyro_discrete.core.local_ratios import gradient_local_fn
+from numpyro_discrete.core.neighbourhood import binary_neighbourhood
 
 NUM_COORDS = 10_000
 NUM_STEPS = int(os.environ.get("SOAK_STEPS", 1_000_000))
@@ -46,47 +48,46 @@ def test_albp_soak_memory_and_acceptance_stay_flat():
         return field @ s + jnp.sum(s[1:] * s[:-1])
 
     local_fn = gradient_local_fn(log_pi, binary_neighbourhood)
-    kernel = path.build_kernel(
+    kernel = path_length.build_kernel(
         get_balancing("sqrt"), binary_neighbourhood, path.path_size_buckets(NUM_COORDS)
     )
     chunk_size = NUM_STEPS // NUM_CHUNKS
 
     def step(i, carry):
-        state, scale, mean_scale, key, accept_sum = carry
-        key, key_round, key_step = random.split(key, 3)
-        path_length = adaptation.round_path_length(key_round, scale)
-        state, info = kernel(key_step, state, local_fn, path_length)
-        scale, mean_scale = lax.cond(
+        chain, adaptation, key, accept_sum = carry
+        key, key_step = random.split(key)
+        chain, info, _ = kernel(key_step, chain, local_fn, adaptation.path_length)
+        adaptation = lax.cond(
             i < NUM_WARMUP,
-            lambda: adaptation.adapt_scale(
+            lambda: path_length.update(
+                adaptation,
                 i,
-                scale,
-                mean_scale,
                 info.acceptance_rate,
                 NUM_WARMUP,
                 TARGET_ACCEPT_PROB,
                 NUM_COORDS,
             ),
-            lambda: (scale, mean_scale),
+            lambda: adaptation,
         )
-        return state, scale, mean_scale, key, accept_sum + info.acceptance_rate
+        return chain, adaptation, key, accept_sum + info.acceptance_rate
 
     @jax.jit
     def chunk(start, carry):
-        state, scale, mean_scale, key, _ = carry
+        chain, adaptation, key, _ = carry
         zero = jnp.zeros((), field.dtype)
-        return lax.fori_loop(start, start + chunk_size, step, (state, scale, mean_scale, key, zero))
+        return lax.fori_loop(start, start + chunk_size, step, (chain, adaptation, key, zero))
 
     one = jnp.ones((), field.dtype)
-    carry = (path.init(jnp.zeros(NUM_COORDS, jnp.int32), local_fn), one, one, random.key(1), one)
+    initial = state.init(jnp.zeros(NUM_COORDS, jnp.int32), local_fn)
+    carry = (initial, path_length.init(one), random.key(1), one)
     rss, accept, scales, seconds = [], [], [], []
     for c in range(NUM_CHUNKS):
         begin = time.perf_counter()
         carry = jax.block_until_ready(chunk(c * chunk_size, carry))
         seconds.append(time.perf_counter() - begin)
         rss.append(_rss_mib())
-        accept.append(float(carry[4]) / chunk_size)
-        scales.append(float(carry[1]))
+        accept.append(float(carry[3]) / chunk_size)
+        scales.append(float(carry[1].path_length))
     print(
         f"\nsoak: {NUM_STEPS} steps, N={NUM_COORDS}, {sum(seconds):.1f} s "
         f"(first chunk, with compilation: {seconds[0]:.1f} s); frozen R={scales[-1]:.1f}; "
