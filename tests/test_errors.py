@@ -1,4 +1,6 @@
-"""Every user error is raised early, names the site or argument, and says what to do."""
+"""Every user error is raised early, names the site or argument, and says what to do: the
+misuses of docs/errors.md (each row a case below, under the same id), and the argument
+errors of ACS, DMALA and LBPGibbs and of the deprecated path-length names."""
 
 from collections.abc import Callable
 from pathlib import Path
@@ -14,10 +16,12 @@ import numpyro
 import numpyro.distributions as dist
 from numpyro.infer import MCMC, NUTS
 
-from numpyro_discrete import ACS, ALBP, LBP, LBPGibbs, SiteSupport
+from numpyro_discrete import ACS, ALBP, DMALA, LBP, LBPGibbs, SiteSupport
+
+from helpers import Y_MIX, beta_bernoulli_model
 
 DOCS = Path(__file__).parent.parent / "docs" / "errors.md"
-NUM_FLIPS = "`num_flips` must be an integer >= 1 (the number of coordinates changed per step)"
+PATH_LENGTH = "`path_length` must be an integer >= 1 (the number of coordinates changed per step)"
 
 
 def _run(kernel, *args, init_params=None):
@@ -82,6 +86,11 @@ def _vectorized(kernel, init_params=None):
     mcmc.run(random.key(0), init_params=init_params)
 
 
+def _collect(kernel, field):
+    mcmc = MCMC(kernel, num_warmup=1000, num_samples=2, progress_bar=False)
+    mcmc.run(random.key(0), extra_fields=(field,))
+
+
 def _sum_x(z):
     return jnp.sum(z["x"])
 
@@ -99,290 +108,128 @@ class Case(NamedTuple):
     message: str
 
 
+# one case per row of docs/errors.md, in its order: id, trigger, error, message
+# fmt: off
 CASES = [
     # --- the model or potential -------------------------------------------------------
-    Case(
-        "model-not-callable",
-        lambda: LBP("model"),
-        TypeError,
-        "LBP: `model` must be a numpyro model function, got str 'model'",
-    ),
-    Case(
-        "potential-not-callable",
-        lambda: ALBP(potential_fn=3),
-        TypeError,
-        "ALBP: `potential_fn` must be a function of a dict of site values returning the "
-        "potential energy, got int 3",
-    ),
-    Case(
-        "model-and-potential",
-        lambda: LBP(binary_model, potential_fn=lambda z: 0.0),
-        ValueError,
-        "LBP needs exactly one of `model` or `potential_fn`",
-    ),
+    Case("model-not-callable", lambda: LBP("model"), TypeError,
+         "LBP: `model` must be a numpyro model function, got str 'model'"),
+    Case("potential-not-callable", lambda: ALBP(potential_fn=3), TypeError,
+         "ALBP: `potential_fn` must be a function of a dict of site values returning the "
+         "potential energy, got int 3"),
+    Case("model-and-potential", lambda: LBP(binary_model, potential_fn=lambda z: 0.0),
+         ValueError, "LBP needs exactly one of `model` or `potential_fn`"),
     Case("neither-model-nor-potential", lambda: LBP(), ValueError, "LBP needs exactly one of"),
-    Case(
-        "no-discrete-sites",
-        lambda: _init(ALBP(continuous_model)),
-        ValueError,
-        "ALBP found no discrete latent sites in the model",
-    ),
-    Case(
-        "continuous-sites",
-        lambda: _init(ALBP(mixed_model)),
-        ValueError,
-        "continuous latent sites 'w' (Normal). Sample them beside ALBP with numpyro's Gibbs",
-    ),
-    Case(
-        "multivariate-discrete-site",
-        lambda: _init(LBP(multinomial_model)),
-        ValueError,
-        "Site 'm' (MultinomialProbs with support Multinomial()) is a multivariate "
-        "discrete distribution (event shape (3,))",
-    ),
-    Case(
-        "only-empty-sites",
-        lambda: _init(LBP(zero_size_model)),
-        ValueError,
-        "LBP: the discrete sites have no coordinates (site shapes {'e': (0,)})",
-    ),
-    Case(
-        "not-differentiable",
-        lambda: _init(LBP(indexing_model, weights="gradient")),
-        ValueError,
-        "cannot be differentiated in the values of site 'x'",
-    ),
-    Case(
-        "not-differentiable-ordinal",
-        lambda: _init(LBP(index_by_poisson_model, weights="gradient")),
-        ValueError,
-        "cannot be differentiated in the values of site 'n'",
-    ),
-    Case(
-        "potential-not-scalar",
-        lambda: _init(ALBP(potential_fn=lambda z: 1.0 * z["x"]), X3),
-        ValueError,
-        "`potential_fn` must return a scalar (the potential energy of one state of sites "
-        "['x']), but it returns shape (3,)",
-    ),
-    Case(
-        "infinite-potential-at-init",
-        lambda: _init(LBP(impossible_start_model), X3),
-        ValueError,
-        "the potential energy is [inf] at the initial values of sites ['x']",
-    ),
-    Case(
-        "nan-potential-at-init",
-        lambda: _init(ALBP(potential_fn=lambda z: jnp.nan * jnp.sum(z["x"])), X3),
-        ValueError,
-        "the potential energy is [nan]",
-    ),
-    Case(
-        "non-finite-start-vectorized",
-        lambda: _vectorized(
-            ALBP(potential_fn=lambda z: jnp.log(jnp.sum(z["x"]) - 1.0)),
-            {"x": jnp.array([[1, 1, 1], [0, 0, 0]], jnp.int32)},
-        ),
-        ValueError,
-        "potential energy is [0.693",
-    ),
+    Case("no-discrete-sites", lambda: _init(ALBP(continuous_model)), ValueError,
+         "ALBP found no discrete latent sites in the model"),
+    Case("continuous-sites", lambda: _init(ALBP(mixed_model)), ValueError,
+         "continuous latent sites 'w' (Normal). Sample them beside ALBP with numpyro's Gibbs"),
+    Case("multivariate-discrete-site", lambda: _init(LBP(multinomial_model)), ValueError,
+         "Site 'm' (MultinomialProbs with support Multinomial()) is a multivariate "
+         "discrete distribution (event shape (3,))"),
+    Case("only-empty-sites", lambda: _init(LBP(zero_size_model)), ValueError,
+         "LBP: the discrete sites have no coordinates (site shapes {'e': (0,)})"),
+    Case("not-differentiable", lambda: _init(LBP(indexing_model, weights="gradient")),
+         ValueError, "cannot be differentiated in the values of site 'x'"),
+    Case("not-differentiable-ordinal",
+         lambda: _init(LBP(index_by_poisson_model, weights="gradient")),
+         ValueError, "cannot be differentiated in the values of site 'n'"),
+    Case("potential-not-scalar", lambda: _init(ALBP(potential_fn=lambda z: 1.0 * z["x"]), X3),
+         ValueError,
+         "`potential_fn` must return a scalar (the potential energy of one state of sites "
+         "['x']), but it returns shape (3,)"),
+    Case("infinite-potential-at-init", lambda: _init(LBP(impossible_start_model), X3),
+         ValueError, "the potential energy is [inf] at the initial values of sites ['x']"),
+    Case("nan-potential-at-init",
+         lambda: _init(ALBP(potential_fn=lambda z: jnp.nan * jnp.sum(z["x"])), X3),
+         ValueError, "the potential energy is [nan]"),
+    Case("non-finite-start-vectorized",
+         lambda: _vectorized(ALBP(potential_fn=lambda z: jnp.log(jnp.sum(z["x"]) - 1.0)),
+                             {"x": jnp.array([[1, 1, 1], [0, 0, 0]], jnp.int32)}),
+         ValueError, "potential energy is [0.693"),
     # --- init_params ------------------------------------------------------------------
-    Case(
-        "potential-without-init-params",
-        lambda: _init(ALBP(potential_fn=_sum_x)),
-        ValueError,
-        "ALBP with `potential_fn` needs `init_params`",
-    ),
-    Case(
-        "init-params-unknown-site",
-        lambda: _init(LBP(binary_model), {"y": jnp.zeros(3, jnp.int32)}),
-        ValueError,
-        "`init_params` has sites ['y'] that LBP does not sample",
-    ),
-    Case(
-        "init-params-shape",
-        lambda: _init(LBP(binary_model), {"x": jnp.zeros(4, jnp.int32)}),
-        ValueError,
-        "`init_params['x']` has shape (4,), but site 'x' has shape (3,)",
-    ),
-    Case(
-        "init-params-outside-support",
-        lambda: _init(LBP(poisson_model), {"n": jnp.array([1, -1])}),
-        ValueError,
-        "`init_params` has values outside the support of sites 'n' (ordinal[0, inf])",
-    ),
-    Case(
-        "potential-init-params-not-binary",
-        lambda: _init(ALBP(potential_fn=_sum_x), {"x": jnp.array([0, 2, 1])}),
-        ValueError,
-        "`init_params` has values outside the support of sites 'x' (binary(2 values)). "
-        "With `potential_fn`, ALBP treats sites as binary unless `supports` says otherwise",
-    ),
-    Case(
-        "init-params-no-chain-axis",
-        lambda: _vectorized(ALBP(potential_fn=_sum_x), X3),
-        ValueError,
-        "`init_params` must have the same leading dimension as `num_chains`",
-    ),
+    Case("potential-without-init-params", lambda: _init(ALBP(potential_fn=_sum_x)),
+         ValueError, "ALBP with `potential_fn` needs `init_params`"),
+    Case("init-params-unknown-site", lambda: _init(LBP(binary_model), {"y": X3["x"]}),
+         ValueError, "`init_params` has sites ['y'] that LBP does not sample"),
+    Case("init-params-shape", lambda: _init(LBP(binary_model), {"x": jnp.zeros(4, jnp.int32)}),
+         ValueError, "`init_params['x']` has shape (4,), but site 'x' has shape (3,)"),
+    Case("init-params-outside-support",
+         lambda: _init(LBP(poisson_model), {"n": jnp.array([1, -1])}), ValueError,
+         "`init_params` has values outside the support of sites 'n' (ordinal[0, inf])"),
+    Case("potential-init-params-not-binary",
+         lambda: _init(ALBP(potential_fn=_sum_x), {"x": jnp.array([0, 2, 1])}), ValueError,
+         "`init_params` has values outside the support of sites 'x' (binary(2 values)). "
+         "With `potential_fn`, ALBP treats sites as binary unless `supports` says otherwise"),
+    Case("init-params-no-chain-axis", lambda: _vectorized(ALBP(potential_fn=_sum_x), X3),
+         ValueError, "`init_params` must have the same leading dimension as `num_chains`"),
     # --- arguments --------------------------------------------------------------------
-    Case(
-        "num-flips-above-coordinates",
-        lambda: _init(LBP(binary_model, num_flips=4)),
-        ValueError,
-        "`num_flips=4` exceeds the number of discrete coordinates (3)",
-    ),
-    Case("num-flips-zero", lambda: LBP(binary_model, num_flips=0), ValueError, NUM_FLIPS),
-    Case("num-flips-float", lambda: LBP(binary_model, num_flips=2.5), ValueError, NUM_FLIPS),
-    Case(
-        "unknown-balancing",
-        lambda: LBP(binary_model, balancing="gaussian"),
-        ValueError,
-        "Unknown balancing function 'gaussian'; choose one of ['barker', 'sqrt']",
-    ),
-    Case(
-        "unknown-weights",
-        lambda: ALBP(binary_model, weights="hessian"),
-        ValueError,
-        "ALBP: unknown `weights='hessian'`; choose one of ['auto', 'gradient', 'exact']",
-    ),
-    Case(
-        "unknown-weights-per-site",
-        lambda: LBP(binary_model, weights={"x": "taylor"}),
-        ValueError,
-        "unknown `weights={'x': 'taylor'}`",
-    ),
-    Case(
-        "weights-unknown-site",
-        lambda: _init(LBP(binary_model, weights={"y": "exact"})),
-        ValueError,
-        "`weights` names sites ['y'] that it does not sample; its sites are ['x']",
-    ),
-    Case(
-        "ordinal-window",
-        lambda: LBP(binary_model, ordinal_window=0),
-        ValueError,
-        "`ordinal_window` must be an integer >= 1 (the largest change of an ordinal "
-        "coordinate in one move), got 0",
-    ),
-    Case(
-        "supports-with-model",
-        lambda: LBP(binary_model, supports={"x": SiteSupport.binary()}),
-        ValueError,
-        "`supports` is for `potential_fn` only",
-    ),
-    Case(
-        "supports-not-site-support",
-        lambda: LBP(potential_fn=lambda z: 0.0, supports={"x": 3}),
-        ValueError,
-        "`supports` must map site names to `SiteSupport` objects",
-    ),
-    Case(
-        "supports-unknown-site",
-        lambda: _init(ALBP(potential_fn=_sum_x, supports={"y": SiteSupport.binary()}), X3),
-        ValueError,
-        "`supports` names sites ['y'] that are not in `init_params`",
-    ),
-    Case(
-        "categorical-one-category",
-        lambda: SiteSupport.categorical(1),
-        ValueError,
-        "needs an integer `num_categories >= 2`, got 1",
-    ),
-    Case(
-        "ordinal-float-bounds",
-        lambda: SiteSupport.ordinal(0.5, 3),
-        ValueError,
-        "needs integer bounds, got lower=0.5",
-    ),
-    Case(
-        "ordinal-empty",
-        lambda: SiteSupport.ordinal(3, 1),
-        ValueError,
-        "`upper=1` is below `lower=3`",
-    ),
-    Case(
-        "target-accept-prob-range",
-        lambda: ALBP(binary_model, target_accept_prob=1.0),
-        ValueError,
-        "`target_accept_prob` must lie in (0, 1), got 1.0",
-    ),
-    Case(
-        "target-accept-prob-negative",
-        lambda: ALBP(binary_model, target_accept_prob=-0.2),
-        ValueError,
-        "`target_accept_prob` must lie in (0, 1), got -0.2",
-    ),
-    Case(
-        "target-accept-prob-type",
-        lambda: ALBP(binary_model, target_accept_prob="high"),
-        ValueError,
-        "`target_accept_prob` must lie in (0, 1), got 'high'",
-    ),
-    Case(
-        "init-num-flips-below-one",
-        lambda: ALBP(binary_model, init_num_flips=0.5),
-        ValueError,
-        "`init_num_flips` must be >= 1, got 0.5",
-    ),
-    Case(
-        "init-num-flips-type",
-        lambda: ALBP(binary_model, init_num_flips="2"),
-        ValueError,
-        "`init_num_flips` must be >= 1, got '2'",
-    ),
-    Case(
-        "max-num-flips",
-        lambda: ALBP(binary_model, max_num_flips=0),
-        ValueError,
-        "`max_num_flips` must be None or an integer >= 1",
-    ),
-    Case(
-        "init-above-max-num-flips",
-        lambda: ALBP(binary_model, init_num_flips=5, max_num_flips=3),
-        ValueError,
-        "`init_num_flips=5` exceeds `max_num_flips=3`",
-    ),
+    Case("path-length-above-coordinates", lambda: _init(LBP(binary_model, path_length=4)),
+         ValueError, "`path_length=4` exceeds the number of discrete coordinates (3)"),
+    Case("path-length-zero", lambda: LBP(binary_model, path_length=0), ValueError, PATH_LENGTH),
+    Case("path-length-float", lambda: LBP(binary_model, path_length=2.5), ValueError,
+         PATH_LENGTH),
+    Case("path-length-and-num-flips", lambda: LBP(binary_model, path_length=3, num_flips=3),
+         TypeError, "LBP: give `path_length` only; `num_flips` is its deprecated name"),
+    Case("unknown-balancing", lambda: LBP(binary_model, balancing="gaussian"), ValueError,
+         "Unknown balancing function 'gaussian'; choose one of ['barker', 'sqrt']"),
+    Case("unknown-weights", lambda: ALBP(binary_model, weights="hessian"), ValueError,
+         "ALBP: unknown `weights='hessian'`; choose one of ['auto', 'gradient', 'exact']"),
+    Case("unknown-weights-per-site", lambda: LBP(binary_model, weights={"x": "taylor"}),
+         ValueError, "unknown `weights={'x': 'taylor'}`"),
+    Case("weights-unknown-site", lambda: _init(LBP(binary_model, weights={"y": "exact"})),
+         ValueError, "`weights` names sites ['y'] that it does not sample; its sites are ['x']"),
+    Case("ordinal-window", lambda: LBP(binary_model, ordinal_window=0), ValueError,
+         "`ordinal_window` must be an integer >= 1 (the largest change of an ordinal "
+         "coordinate in one move), got 0"),
+    Case("supports-with-model", lambda: LBP(binary_model, supports={"x": SiteSupport.binary()}),
+         ValueError, "`supports` is for `potential_fn` only"),
+    Case("supports-not-site-support", lambda: LBP(potential_fn=lambda z: 0.0, supports={"x": 3}),
+         ValueError, "`supports` must map site names to `SiteSupport` objects"),
+    Case("supports-unknown-site",
+         lambda: _init(ALBP(potential_fn=_sum_x, supports={"y": SiteSupport.binary()}), X3),
+         ValueError, "`supports` names sites ['y'] that are not in `init_params`"),
+    Case("categorical-one-category", lambda: SiteSupport.categorical(1), ValueError,
+         "needs an integer `num_categories >= 2`, got 1"),
+    Case("ordinal-float-bounds", lambda: SiteSupport.ordinal(0.5, 3), ValueError,
+         "needs integer bounds, got lower=0.5"),
+    Case("ordinal-empty", lambda: SiteSupport.ordinal(3, 1), ValueError,
+         "`upper=1` is below `lower=3`"),
+    Case("target-accept-prob-range", lambda: ALBP(binary_model, target_accept_prob=1.0),
+         ValueError, "`target_accept_prob` must lie in (0, 1), got 1.0"),
+    Case("target-accept-prob-negative", lambda: ALBP(binary_model, target_accept_prob=-0.2),
+         ValueError, "`target_accept_prob` must lie in (0, 1), got -0.2"),
+    Case("target-accept-prob-type", lambda: ALBP(binary_model, target_accept_prob="high"),
+         ValueError, "`target_accept_prob` must lie in (0, 1), got 'high'"),
+    Case("init-path-length-below-one", lambda: ALBP(binary_model, init_path_length=0.5),
+         ValueError, "`init_path_length` must be >= 1, got 0.5"),
+    Case("init-path-length-type", lambda: ALBP(binary_model, init_path_length="2"),
+         ValueError, "`init_path_length` must be >= 1, got '2'"),
+    Case("max-path-length", lambda: ALBP(binary_model, max_path_length=0), ValueError,
+         "`max_path_length` must be None or an integer >= 1"),
+    Case("init-above-max-path-length",
+         lambda: ALBP(binary_model, init_path_length=5, max_path_length=3), ValueError,
+         "`init_path_length=5` exceeds `max_path_length=3`"),
     # --- protocol and composition -----------------------------------------------------
-    Case(
-        "sample-before-init",
-        lambda: LBP(binary_model).sample(None, (), None),
-        RuntimeError,
-        "LBP: call `init` before `sample`",
-    ),
-    Case(
-        "wrap-potential-fn",
-        lambda: LBP(potential_fn=lambda z: 0.0).wrap_model(lambda m: m),
-        ValueError,
-        "LBP built from `potential_fn` has no model to wrap",
-    ),
-    Case(
-        "lbp-gibbs-vectorized",
-        lambda: _vectorized(LBPGibbs(NUTS(mixed_model))),
-        ValueError,
-        "Gibbs only supports a single random key; for multiple chains use "
-        '`chain_method="parallel"`',
-    ),
-    Case(
-        "lbp-gibbs-inner-kernel",
-        lambda: LBPGibbs(ALBP(mixed_model)),
-        ValueError,
-        "LBPGibbs: `inner_kernel` must be numpyro's HMC or NUTS",
-    ),
-    Case(
-        "lbp-gibbs-acs-num-flips",
-        lambda: _collect(
-            LBPGibbs(NUTS(mixed_model), discrete_kernel=ACS(mixed_model, cycle_length=2)),
-            "num_flips",
-        ),
-        ValueError,
-        "LBPGibbsState.num_flips: the discrete kernel's state (ACSState) has no path length",
-    ),
+    Case("sample-before-init", lambda: LBP(binary_model).sample(None, (), None), RuntimeError,
+         "LBP: call `init` before `sample`"),
+    Case("wrap-potential-fn", lambda: LBP(potential_fn=lambda z: 0.0).wrap_model(lambda m: m),
+         ValueError, "LBP built from `potential_fn` has no model to wrap"),
+    Case("lbp-gibbs-vectorized", lambda: _vectorized(LBPGibbs(NUTS(mixed_model))), ValueError,
+         'Gibbs only supports a single random key; for multiple chains use '
+         '`chain_method="parallel"`'),
+    Case("lbp-gibbs-inner-kernel", lambda: LBPGibbs(ALBP(mixed_model)), ValueError,
+         "LBPGibbs: `inner_kernel` must be numpyro's HMC or NUTS"),
+    Case("lbp-gibbs-acs-path-length",
+         lambda: _collect(
+             LBPGibbs(NUTS(mixed_model), discrete_kernel=ACS(mixed_model, cycle_length=2)),
+             "path_length",
+         ),
+         ValueError,
+         "LBPGibbsState.path_length: the discrete kernel's state (ACSState) has no field "
+         "`path_length`"),
 ]
-
-
-def _collect(kernel, field):
-    mcmc = MCMC(kernel, num_warmup=1000, num_samples=2, progress_bar=False)
-    mcmc.run(random.key(0), extra_fields=(field,))
+# fmt: on
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
@@ -410,19 +257,114 @@ def test_docs_table_matches_the_tested_cases():
     assert _docs_rows() == {case.id: (case.error.__name__, case.message) for case in CASES}
 
 
-def test_auto_weights_fall_back_to_exact_for_index_use():
-    kernel = LBP(indexing_model)
-    mcmc = _run(kernel)
-    assert kernel.weights_mode == {"x": "exact"}
-    assert mcmc.get_samples()["x"].shape == (2,)
-
-
 def test_even_path_length_on_binary_sites_warns():
     """LBP-2 flips exactly two bits per step: sum(x) mod 2 is invariant, so the warning is
     not a formality: a chain started at zeros only ever visits even-weight states."""
     with pytest.warns(UserWarning, match="never changes the parity"):
-        mcmc = _run(LBP(binary_model, num_flips=2))
-    mcmc = MCMC(LBP(binary_model, num_flips=2), num_warmup=0, num_samples=200, progress_bar=False)
+        mcmc = _run(LBP(binary_model, path_length=2))
+    mcmc = MCMC(LBP(binary_model, path_length=2), num_warmup=0, num_samples=200, progress_bar=False)
     with pytest.warns(UserWarning):
         mcmc.run(random.key(1), init_params={"x": jnp.zeros(3, jnp.int32)})
     assert set(map(int, mcmc.get_samples()["x"].sum(1) % 2)) == {0}
+
+
+# --- deprecated path-length names given beside their new names -----------------------------
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"init_path_length": 2.0, "init_num_flips": 2.0}, "`init_path_length` only"),
+        ({"max_path_length": 3, "max_num_flips": 3}, "`max_path_length` only"),
+    ],
+)
+def test_albp_new_and_deprecated_names_together(kwargs, message):
+    deprecated = next(name for name in kwargs if "num_flips" in name)
+    match = f"ALBP: give {message}; `{deprecated}` is its deprecated name"
+    with pytest.raises(TypeError, match=re.escape(match)):
+        ALBP(binary_model, **kwargs)
+
+
+# --- ACS and DMALA --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"target_accept_prob": 1.0}, "target_accept_prob"),
+        ({"cycle_length": 0}, "cycle_length"),
+        ({"beta_min": 0.9, "beta_max": 0.6}, "beta_min <= beta_max"),
+        ({"beta_max": 1.5}, "beta_max"),
+        ({"alpha_ceil": 0.01}, "alpha_floor"),
+        ({"alpha_floor": -1.0}, "alpha_floor"),
+        ({"zeta": 1.0}, "zeta"),
+        ({"tune_fraction": 0.0}, "tune_fraction"),
+        ({"alpha_max": 0.1, "alpha_min": 1.0}, "exceeds"),
+        ({"alpha_max": float("nan")}, "alpha_max"),
+        ({"ordinal_window": 0}, "ordinal_window"),
+        ({"weights": "fast"}, "weights"),
+    ],
+)
+def test_acs_argument_errors(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        ACS(binary_model, **kwargs)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [({"step_size": 0.0}, "step_size"), ({"balancing": 0.0}, "balancing")],
+)
+def test_dmala_argument_errors(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        DMALA(binary_model, **kwargs)
+
+
+def test_acs_short_warmup_error_names_the_fix():
+    mcmc = MCMC(ACS(binary_model), num_warmup=100, num_samples=10, progress_bar=False)
+    with pytest.raises(ValueError, match=r"num_warmup >= \d+"):
+        mcmc.run(random.key(0))
+
+
+def test_acs_no_discrete_sites_error():
+    mcmc = MCMC(ACS(continuous_model), num_warmup=1000, num_samples=10, progress_bar=False)
+    with pytest.raises(ValueError, match="no discrete latent sites"):
+        mcmc.run(random.key(0))
+
+
+# --- LBPGibbs -------------------------------------------------------------------------------
+
+
+def continuous_only(y):
+    mu = numpyro.sample("mu", dist.Normal(0.0, 1.0))
+    numpyro.sample("y", dist.Normal(mu, 1.0), obs=y)
+
+
+def discrete_only():
+    numpyro.sample("z", dist.Bernoulli(0.3).expand([4]))
+
+
+def _gibbs_run(kernel, *args, **kwargs):
+    mcmc = MCMC(kernel, num_warmup=100, num_samples=200, progress_bar=False, **kwargs)
+    mcmc.run(random.key(0), *args)
+
+
+def test_lbp_gibbs_errors():
+    model = beta_bernoulli_model
+    with pytest.raises(ValueError, match=r"must be numpyro's HMC or NUTS.*use ALBP\(model\)"):
+        LBPGibbs(ALBP(model))
+    with pytest.raises(ValueError, match=r"built from `potential_fn`.*NUTS\(model\)"):
+        LBPGibbs(NUTS(potential_fn=lambda z: jnp.sum(z["a"] ** 2)))
+    with pytest.raises(ValueError, match="same model callable"):
+        LBPGibbs(NUTS(model), discrete_kernel=ALBP(discrete_only))
+    with pytest.raises(ValueError, match="discrete MCMCKernel"):
+        LBPGibbs(NUTS(model), discrete_kernel=NUTS(model))
+    with pytest.raises(ValueError, match=r"no discrete latent sites.*\['mu'\].*NUTS\(model\)"):
+        _gibbs_run(LBPGibbs(NUTS(continuous_only)), 1.0)
+    with pytest.raises(ValueError, match=r"no continuous latent sites.*\['z'\].*ALBP\(model\)"):
+        _gibbs_run(LBPGibbs(NUTS(discrete_only)))
+    with pytest.raises(ValueError, match=r"`num_discrete_steps` must be >= 1.*got 0"):
+        LBPGibbs(NUTS(model), num_discrete_steps=0)
+    with pytest.raises(TypeError, match=r"`num_discrete_steps` must be a positive int"):
+        LBPGibbs(NUTS(model), num_discrete_steps=2.5)
+    with pytest.raises(ValueError, match="single random key"):
+        _gibbs_run(LBPGibbs(NUTS(model)), Y_MIX, num_chains=2, chain_method="vectorized")

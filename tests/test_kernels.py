@@ -1,5 +1,7 @@
-"""Reproducibility: a key determines the samples, across runs, chain methods, pickling and
-resuming.
+"""Kernel-level behaviour of LBP, ALBP, ACS and DMALA: their states and extra fields, the
+deprecated names of the path length (each still works, with a ``FutureWarning`` naming the new
+name; giving both names is an error, see test_errors.py), and reproducibility: a key
+determines the samples, across runs, chain methods, pickling and resuming.
 
 What numpyro defines (``numpyro/infer/mcmc.py``): ``MCMC.run(key)`` splits `key` into one
 key per chain the same way for every chain method, each chain starts from
@@ -16,6 +18,7 @@ import pickle
 import numpy as np
 import pytest
 
+import jax
 from jax import random
 import jax.numpy as jnp
 
@@ -23,7 +26,7 @@ import numpyro
 import numpyro.distributions as dist
 from numpyro.infer import MCMC
 
-from numpyro_discrete import ALBP, LBP
+from numpyro_discrete import ACS, ALBP, DMALA, LBP, ACSState, LBPGibbsState, LBPState
 
 PROBS = jnp.array([0.1, 0.3, 0.5, 0.7, 0.9, 0.2])
 
@@ -40,15 +43,114 @@ def _mcmc(kernel, **kwargs):
 
 def _run(kernel, key, **kwargs):
     mcmc = _mcmc(kernel, **kwargs)
-    mcmc.run(key, extra_fields=("accept_prob", "num_flips"))
+    mcmc.run(key, extra_fields=("accept_prob", "path_length"))
     return mcmc
 
 
 def _assert_same_run(a, b):
     for name in ("x", "total"):
         np.testing.assert_array_equal(a.get_samples()[name], b.get_samples()[name])
-    for name in ("accept_prob", "num_flips"):
+    for name in ("accept_prob", "path_length"):
         np.testing.assert_array_equal(a.get_extra_fields()[name], b.get_extra_fields()[name])
+
+
+# --- states and extra fields ----------------------------------------------------------------
+
+
+def test_path_kernel_states_and_extra_fields():
+    """LBPState holds the path length ``R_t`` and its second-half mean; both are extra
+    fields, constant for LBP and frozen after warmup for ALBP."""
+    assert "path_length" in LBPState._fields and "mean_path_length" in LBPState._fields
+    assert "num_flips" not in LBPState._fields
+    fields = ("accept_prob", "path_length", "mean_path_length", "num_changed")
+    for kernel, frozen in ((LBP(product_model, path_length=3), 3.0), (ALBP(product_model), None)):
+        mcmc = _mcmc(kernel)
+        mcmc.run(random.key(4), extra_fields=fields)
+        extra = mcmc.get_extra_fields()
+        assert isinstance(mcmc.last_state, LBPState)
+        length = np.asarray(extra["path_length"])
+        assert np.ptp(length) == 0 and 1.0 <= length[0] <= 6.0
+        if frozen is not None:
+            np.testing.assert_array_equal(length, frozen)
+            np.testing.assert_array_equal(extra["mean_path_length"], frozen)
+        assert np.all((np.asarray(extra["num_changed"]) >= 0) & (extra["num_changed"] <= 6))
+        assert np.all((extra["accept_prob"] >= 0) & (extra["accept_prob"] <= 1))
+
+
+def test_coordinatewise_kernel_states_and_extra_fields():
+    """ACSState holds the step's step size, balancing exponent and cycle position; DMALA's
+    are its fixed pair at position 0."""
+    fields = ("step_size", "balancing", "cycle_position", "num_changed")
+    mcmc = _mcmc(DMALA(product_model, step_size=0.7, balancing=0.6))
+    mcmc.run(random.key(5), extra_fields=fields)
+    extra = mcmc.get_extra_fields()
+    assert isinstance(mcmc.last_state, ACSState)
+    np.testing.assert_allclose(extra["step_size"], 0.7, rtol=1e-6)
+    np.testing.assert_allclose(extra["balancing"], 0.6, rtol=1e-6)
+    np.testing.assert_array_equal(extra["cycle_position"], 0)
+    mcmc = _mcmc(ACS(product_model, cycle_length=4), num_warmup=600, num_samples=8)
+    mcmc.run(random.key(5), extra_fields=fields)
+    positions = np.asarray(mcmc.get_extra_fields()["cycle_position"])
+    np.testing.assert_array_equal(np.diff(positions) % 4, 1)
+
+
+def test_diagnostics_string():
+    kernel = ALBP(product_model)
+    assert kernel.weights_mode is None  # resolved at init
+    state = kernel.init(random.key(0), 10, None, (), None)
+    assert kernel.get_diagnostics_str(state) == "acc. prob=0.00, R=1.0"
+    assert kernel.weights_mode == {"x": "gradient"}
+
+
+# --- deprecated names of the path length ----------------------------------------------------
+
+
+def test_lbp_num_flips_is_a_deprecated_alias_of_path_length():
+    with pytest.warns(FutureWarning, match="LBP: `num_flips` is deprecated.*use `path_length`"):
+        old = LBP(product_model, num_flips=3)
+    _assert_same_run(
+        _run(old, random.key(1)), _run(LBP(product_model, path_length=3), random.key(1))
+    )
+
+
+def test_albp_num_flips_arguments_are_deprecated_aliases():
+    with pytest.warns(FutureWarning) as record:
+        old = ALBP(product_model, init_num_flips=2.0, max_num_flips=4)
+    messages = [str(warning.message) for warning in record if warning.category is FutureWarning]
+    for old_name, new_name in (
+        ("init_num_flips", "init_path_length"),
+        ("max_num_flips", "max_path_length"),
+    ):
+        assert any(
+            f"`{old_name}` is deprecated" in m and f"use `{new_name}`" in m for m in messages
+        )
+    new = ALBP(product_model, init_path_length=2.0, max_path_length=4)
+    _assert_same_run(_run(old, random.key(1)), _run(new, random.key(1)))
+
+
+def test_num_flips_extra_field_and_state_field_are_deprecated_aliases():
+    mcmc = _mcmc(LBP(product_model, path_length=3))
+    with pytest.warns(FutureWarning, match=r"LBPState.num_flips is deprecated; use `path_length`"):
+        mcmc.run(random.key(1), extra_fields=("num_flips", "path_length"))
+    extra = mcmc.get_extra_fields()
+    np.testing.assert_array_equal(extra["num_flips"], extra["path_length"])
+    np.testing.assert_array_equal(extra["num_flips"], 3.0)
+    with pytest.warns(FutureWarning, match=r"LBPState.num_flips is deprecated; use `path_length`"):
+        assert mcmc.last_state.num_flips == mcmc.last_state.path_length
+
+
+def test_lbp_gibbs_state_num_flips_is_a_deprecated_alias():
+    """The shortcut reaches the discrete state's path length, with a warning."""
+    kernel = LBP(product_model, path_length=3)
+    discrete = jax.jit(lambda key: kernel.init(key, 0, None, (), None))(random.key(0))
+    state = LBPGibbsState(z=discrete.z, block_states=(discrete, None), rng_key=random.key(0))
+    assert state.path_length == 3.0
+    match = r"LBPGibbsState.num_flips is deprecated; use `path_length`"
+    with pytest.warns(FutureWarning, match=match):
+        assert state.num_flips == 3.0
+
+
+# --- reproducibility ------------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +182,7 @@ def test_vectorized_chains_are_reproducible():
     mcmc = _mcmc(ALBP(product_model), num_chains=2, chain_method="vectorized")
     runs = []
     for _ in range(2):
-        mcmc.run(random.key(3), extra_fields=("accept_prob", "num_flips"))
+        mcmc.run(random.key(3), extra_fields=("accept_prob", "path_length"))
         runs.append((mcmc.get_samples(), mcmc.get_extra_fields()))
     for first, second in zip(*runs, strict=True):
         for name in first:
@@ -93,12 +195,12 @@ def test_warmup_then_run_is_one_run_also_after_pickling(reference):
     closures) and unpickled continues exactly the same way."""
     split = _mcmc(ALBP(product_model))
     split.warmup(random.key(0))
-    scale = split.post_warmup_state.num_flips
+    scale = split.post_warmup_state.path_length
     restored = pickle.loads(pickle.dumps(split))
     for mcmc in (split, restored):
-        mcmc.run(mcmc.post_warmup_state.rng_key, extra_fields=("accept_prob", "num_flips"))
+        mcmc.run(mcmc.post_warmup_state.rng_key, extra_fields=("accept_prob", "path_length"))
         _assert_same_run(reference, mcmc)
-        np.testing.assert_array_equal(mcmc.get_extra_fields()["num_flips"], scale)
+        np.testing.assert_array_equal(mcmc.get_extra_fields()["path_length"], scale)
 
 
 def test_continuing_from_last_state_extends_the_chain(reference):

@@ -1,10 +1,11 @@
-"""Property-based exact tests: random small discrete models (random pairwise couplings,
-fields and non-affine terms over random mixes of binary, categorical and ordinal sites of
-random shapes), given to the numpyro kernels as a ``potential_fn`` with ``supports``. The
-transition matrix each kernel's step implements (LBP-R, ALBP's frozen mixture, ACS at each
-schedule position), enumerated over every state and every move with the kernel's own
-resolved local ratios and neighbourhood, is in detailed balance with the target to
-round-off (float64)."""
+"""Exact tests of the numpyro kernels' steps. Property-based: random small discrete models
+(random pairwise couplings, fields and non-affine terms over random mixes of binary,
+categorical and ordinal sites of random shapes), given to the numpyro kernels as a
+``potential_fn`` with ``supports``. The transition matrix each kernel's step implements
+(LBP-R, ALBP's frozen mixture, ACS at each schedule position), enumerated over every state
+and every move with the kernel's own resolved local ratios and neighbourhood, is in detailed
+balance with the target to round-off (float64). And ALBP's frozen step, through the kernel's
+own ``init``/``sample``, draws from the mixture of LBP kernels it stands for."""
 
 import itertools
 import math
@@ -21,8 +22,19 @@ import jax.numpy as jnp
 
 from numpyro_discrete import ACS, ALBP, LBP, SiteSupport
 from numpyro_discrete.core import cyclical
+from numpyro_discrete.core.local_ratios import gradient_local_fn
+from numpyro_discrete.core.neighbourhood import binary_neighbourhood, squared_distance_fn
 
-from exact import assert_reversible, path_transition_matrix, state_lookup
+from helpers import (
+    all_binary_states,
+    assert_irreducible,
+    assert_reversible,
+    chi_square_rows,
+    coordinatewise_transition_matrices,
+    path_transition_matrix,
+    random_binary_target,
+    state_index,
+)
 
 SHAPES = [(), (1,), (2,), (2, 1)]
 # the enumeration stays small: at most this many states, and ordered paths (with their
@@ -189,7 +201,8 @@ def initialised(kernel_cls, model, weights, num_warmup=0, **kwargs):
     states = enumerate_states(sites)
     log_p = np.asarray(jax.jit(jax.vmap(flat_log_pi))(jnp.asarray(states)), np.float64)
     pi = np.exp(log_p - log_p.max())
-    return kernel, state, kernel._local_fn((), {}), kernel._neighbourhood, states, pi / pi.sum()
+    target = kernel._target
+    return kernel, state, target.local_fn((), {}), target.neighbourhood, states, pi / pi.sum()
 
 
 def lbp_matrix(local_fn, neighbourhood, states, path_length, balancing):
@@ -216,15 +229,14 @@ def test_lbp_detailed_balance(case, weights, balancing):
     model, path_length = case
     with jax.enable_x64(True):
         kernel, _, local_fn, neighbourhood, states, pi = initialised(
-            LBP, model, weights, num_flips=path_length, balancing=balancing
+            LBP, model, weights, path_length=path_length, balancing=balancing
         )
         matrix = lbp_matrix(local_fn, neighbourhood, states, path_length, balancing)
         assert_reversible(matrix, pi)
         if path_length == 1:
             # every single-coordinate move has positive probability: the chain reaches
-            # every state (detailed balance alone also holds for a chain that never moves)
-            reach = (matrix > 0).astype(float) + np.eye(len(matrix))
-            assert np.all(np.linalg.matrix_power(reach, len(matrix)) > 0)
+            # every state
+            assert_irreducible(matrix)
 
 
 @settings(max_examples=2, deadline=None, derandomize=True)
@@ -245,12 +257,12 @@ def test_albp_frozen_kernel_detailed_balance(model, weights, target_accept_prob)
             weights,
             num_warmup=num_warmup,
             target_accept_prob=target_accept_prob,
-            max_num_flips=model.max_path_length,
+            max_path_length=model.max_path_length,
         )
 
         def step(state, _):
             state = kernel.sample(state, (), None)
-            return state, state.num_flips
+            return state, state.path_length
 
         scales = np.asarray(jax.jit(lambda s: lax.scan(step, s, None, num_warmup + 5)[1])(state))
         scale = float(scales[num_warmup - 1])
@@ -265,49 +277,21 @@ def test_albp_frozen_kernel_detailed_balance(model, weights, target_accept_prob)
         assert_reversible(matrix, pi)
 
 
-def acs_matrix(kernel, local_fn, states, step_size, balancing):
-    """The exact transition matrix of the ACS coordinate-wise step at one ``(alpha, beta)``:
-    from every state, every vector of per-coordinate choices (stay, or one candidate)."""
-    neighbourhood = kernel._neighbourhood
-    squared_distance = cyclical.squared_distance_fn(kernel._layout.coordinate_supports()[0])
-    num_states, num_coords = states.shape
-    num_choices = neighbourhood.candidates(jnp.asarray(states[0])).shape[1] + 1
-    all_choices = jnp.asarray(
-        np.array(list(itertools.product(range(num_choices), repeat=num_coords)), np.int32)
+def acs_matrices(kernel, local_fn, states):
+    """The exact transition matrices of the ACS coordinate-wise step at any ``(alpha,
+    beta)``, with the kernel's own neighbourhood and squared distances; each checks that the
+    proposal probabilities of every state sum to 1."""
+    target = kernel._target
+    squared_distance = squared_distance_fn(target.supports)
+    matrix_at = coordinatewise_transition_matrices(
+        local_fn, target.neighbourhood, squared_distance, states
     )
 
-    def log_probs(x, log_ratios):
-        candidates = neighbourhood.candidates(x)
-        log_q = cyclical.proposal_log_probs(
-            log_ratios, squared_distance(x, candidates), step_size, balancing
-        )
-        return candidates, log_q
+    def matrix(step_size, balancing):
+        matrix, forward_mass = matrix_at(step_size, balancing)
+        np.testing.assert_allclose(forward_mass, 1.0, atol=1e-12)
+        return matrix
 
-    def move(x, choices):
-        log_p_x, d_x = local_fn(x)
-        candidates_x, log_q_x = log_probs(x, d_x)
-        y = cyclical.apply_choices(x, choices, candidates_x)
-        log_p_y, d_y = local_fn(y)
-        candidates_y, log_q_y = log_probs(y, d_y)
-        back = cyclical.reverse_choices(x, y, candidates_y)
-        log_q_forward = cyclical.proposal_log_prob(log_q_x, choices)
-        log_q_reverse = cyclical.proposal_log_prob(log_q_y, back)
-        log_accept = jnp.minimum(log_p_y - log_p_x + log_q_reverse - log_q_forward, 0.0)
-        restored = cyclical.apply_choices(y, back, candidates_y)
-        return y, log_q_forward, log_accept, jnp.all(restored == x)
-
-    ys, log_q, log_a, restores = jax.jit(
-        jax.vmap(lambda x: jax.vmap(lambda c: move(x, c))(all_choices))
-    )(jnp.asarray(states))
-    log_q, log_a = np.asarray(log_q, np.float64), np.asarray(log_a, np.float64)
-    proposable = np.isfinite(log_q)
-    assert np.all(np.asarray(restores)[proposable])
-    np.testing.assert_allclose(np.where(proposable, np.exp(log_q), 0.0).sum(1), 1.0, atol=1e-12)
-    matrix = np.zeros((num_states, num_states))
-    rows = np.repeat(np.arange(num_states), len(all_choices)).reshape(proposable.shape)
-    cols = state_lookup(states)(np.asarray(ys)[proposable])
-    np.add.at(matrix, (rows[proposable], cols), np.exp(log_q + log_a)[proposable])
-    matrix[np.arange(num_states), np.arange(num_states)] += 1.0 - matrix.sum(1)
     return matrix
 
 
@@ -338,6 +322,31 @@ def test_acs_detailed_balance_at_every_schedule_position(
             alpha_max=alpha_max,
             alpha_min=alpha_min,
         )
+        matrix_at = acs_matrices(kernel, local_fn, states)
         for k in range(cycle_length):
-            matrix = acs_matrix(kernel, local_fn, states, step_sizes[k], balancing[k])
-            assert_reversible(matrix, pi)
+            assert_reversible(matrix_at(step_sizes[k], balancing[k]), pi)
+
+
+def test_albp_frozen_scale_is_a_mixture_of_lbp_kernels(x64):
+    """ALBP after warmup with R_t = 1.5 moves by 0.5 LBP-1 + 0.5 LBP-2 (through the
+    numpyro kernel's own `init`/`sample`)."""
+    num_coords, draws = 4, 20000
+    log_pi = random_binary_target(num_coords, seed=11)
+    states = all_binary_states(num_coords)
+    local_fn = gradient_local_fn(log_pi, binary_neighbourhood)
+    matrices = [
+        path_transition_matrix(local_fn, binary_neighbourhood, states, r, "sqrt")[0] for r in (1, 2)
+    ]
+    mixture = 0.5 * (matrices[0] + matrices[1])
+    kernel = ALBP(potential_fn=lambda z: -log_pi(z["x"]), init_path_length=1.5)
+    kernel.init(random.key(0), 0, {"x": jnp.asarray(states[0])}, (), None)
+    sample = jax.jit(jax.vmap(lambda s: kernel.sample(s, (), None)))
+    # one compiled program for every starting state (an eager vmap of `init` per state
+    # would dispatch its operations one by one)
+    init = jax.jit(jax.vmap(lambda k, x: kernel.init(k, 0, {"x": x}, (), None), (0, None)))
+    counts = np.zeros_like(mixture)
+    for row, x in enumerate(states):
+        new_state = sample(init(random.split(random.key(100 + row), draws), jnp.asarray(x)))
+        np.testing.assert_allclose(new_state.path_length, 1.5)
+        np.add.at(counts[row], np.asarray(state_index(new_state.z["x"])), 1)
+    assert chi_square_rows(counts, mixture) > 1e-4

@@ -1,7 +1,8 @@
-"""Numerical edge cases: extreme local ratios, undefined potentials and gradients, flat
-targets, path lengths beyond the number of coordinates, one-coordinate and zero-size sites,
-float32 and float64. The tests that run a full MCMC beyond the first few are marked slow
-(the fast suite's time budget)."""
+"""Numerical edge cases of the kernels inside numpyro: undefined potentials and gradients,
+flat targets, path lengths beyond the number of coordinates, one-coordinate and zero-size
+sites, float32 and float64 states (extreme local ratios of the core path kernel:
+test_core_building_blocks.py). The tests that run a full MCMC beyond the first few are
+marked slow (the fast suite's time budget)."""
 
 import contextlib
 
@@ -9,7 +10,7 @@ import numpy as np
 import pytest
 
 import jax
-from jax import lax, random
+from jax import random
 import jax.numpy as jnp
 
 import numpyro
@@ -17,13 +18,6 @@ import numpyro.distributions as dist
 from numpyro.infer import MCMC
 
 from numpyro_discrete import ALBP, LBP
-from numpyro_discrete.core import path
-from numpyro_discrete.core.balancing import get_balancing, log_weights
-from numpyro_discrete.core.local_ratios import (
-    binary_neighbourhood,
-    exact_local_fn,
-    gradient_local_fn,
-)
 
 
 def _precision(x64):
@@ -34,62 +28,6 @@ def _mcmc(kernel, num_samples=300, num_warmup=0, **kwargs):
     return MCMC(
         kernel, num_warmup=num_warmup, num_samples=num_samples, progress_bar=False, **kwargs
     )
-
-
-@pytest.mark.parametrize("x64", [False, True], ids=["float32", "float64"])
-@pytest.mark.parametrize("balancing", ["sqrt", "barker"])
-def test_extreme_log_ratios_give_finite_proposal_probabilities(x64, balancing):
-    """Local log-ratios of size up to 1e4 (weights exp(+-5000), far outside float range)
-    give finite path probabilities, forwards and backwards: everything stays in log
-    space."""
-    with _precision(x64):
-        num_coords, length = 64, 8
-        d = jnp.asarray(np.random.default_rng(0).choice([-1e4, -3e3, 0.0, 1e4], (num_coords, 1)))
-        log_w = log_weights(get_balancing(balancing), d)
-        for seed in range(5):
-            p = path.sample_path(random.key(seed), log_w, jnp.int32(length), length)
-            for reverse in (False, True):
-                log_q = path.path_log_prob(log_w, p, reverse)
-                assert jnp.isfinite(log_q) and log_q <= 0.0
-        if balancing == "sqrt":
-            # weights exp(5000) against at most exp(0): the coordinates of ratio 1e4 first
-            assert np.all(np.asarray(d[p.coords, 0]) == 1e4)
-
-
-@pytest.mark.parametrize(
-    "x64, weights", [(False, "gradient"), (True, "exact")], ids=["float32", "float64"]
-)
-def test_extreme_fields_reach_the_mode_with_finite_acceptance(x64, weights):
-    """A product target with fields +-1e4 (a point mass up to exp(-1e4)), started at the
-    opposite corner: GWG moves one coordinate towards the mode per step with finite
-    acceptance probabilities, reaches it after N steps and stays there."""
-    with _precision(x64):
-        float_dtype = jnp.result_type(float)
-        num_coords = 12
-        field = jnp.where(jnp.arange(num_coords) % 2 == 0, 1e4, -1e4).astype(float_dtype)
-
-        def log_pi(x):
-            return jnp.asarray(x, float_dtype) @ field
-
-        local_fn = {"gradient": gradient_local_fn, "exact": exact_local_fn}[weights](
-            log_pi, binary_neighbourhood
-        )
-        kernel = path.build_kernel(get_balancing("sqrt"), binary_neighbourhood, (1,))
-        mode = (np.arange(num_coords) % 2 == 0).astype(np.int32)
-        state = path.init(jnp.asarray(1 - mode), local_fn)
-
-        def step(state, key):
-            state, info = kernel(key, state, local_fn, jnp.int32(1))
-            return state, (info.acceptance_rate, state.position)
-
-        keys = random.split(random.key(0), 2 * num_coords)
-        state, (accept, positions) = jax.jit(lambda s: lax.scan(step, s, keys))(state)
-        assert accept.dtype == float_dtype
-        assert np.all(np.isfinite(accept)) and np.all((accept >= 0) & (accept <= 1))
-        distance = np.abs(np.asarray(positions) - mode).sum(1)
-        np.testing.assert_array_equal(distance[:num_coords], np.arange(num_coords - 1, -1, -1))
-        np.testing.assert_array_equal(distance[num_coords:], 0)
-        assert np.isfinite(state.log_density) and np.all(~np.isnan(state.log_ratios))
 
 
 FIELD = jnp.array([1.0, 0.5, -0.2, 0.3, 0.4, -0.6])
@@ -106,14 +44,14 @@ def undefined_potential(z):
 
 
 @pytest.mark.parametrize(
-    "weights, num_flips",
+    "weights, path_length",
     [("gradient", 1), pytest.param("exact", 3, marks=pytest.mark.slow)],
 )
-def test_undefined_proposals_are_rejected_and_never_enter_the_state(weights, num_flips):
+def test_undefined_proposals_are_rejected_and_never_enter_the_state(weights, path_length):
     """Proposals where the potential is NaN or +inf are rejected; NaN gradient entries
     give zero weight; no NaN reaches the samples, potential, local ratios or acceptance,
     and the chain still moves among the defined states."""
-    mcmc = _mcmc(LBP(potential_fn=undefined_potential, num_flips=num_flips, weights=weights))
+    mcmc = _mcmc(LBP(potential_fn=undefined_potential, path_length=path_length, weights=weights))
     mcmc.run(
         random.key(1),
         init_params={"x": jnp.zeros(6, jnp.int32)},
@@ -133,7 +71,7 @@ def test_undefined_proposals_are_rejected_and_never_enter_the_state(weights, num
 def test_flat_target_accepts_every_path(kernel_cls):
     """A constant potential: every weight equal (top-k over tied keys), every path is
     its own reverse's mirror, acceptance exactly 1 and every step moves R coordinates."""
-    kwargs = {"num_flips": 3} if kernel_cls is LBP else {"init_num_flips": 3.0}
+    kwargs = {"path_length": 3} if kernel_cls is LBP else {"init_path_length": 3.0}
     mcmc = _mcmc(kernel_cls(potential_fn=lambda z: jnp.zeros(()), **kwargs), num_warmup=0)
     mcmc.run(
         random.key(2),
@@ -153,14 +91,14 @@ def three_bits():
 
 @pytest.mark.slow
 def test_albp_scale_is_clipped_to_the_number_of_coordinates():
-    """`max_num_flips` and `init_num_flips` above N are clipped to N (LBP's fixed
-    `num_flips > N` is an error instead, see docs/errors.md): on a flat target the
+    """`max_path_length` and `init_path_length` above N are clipped to N (LBP's fixed
+    `path_length > N` is an error instead, see docs/errors.md): on a flat target the
     acceptance is 1, so the adaptation pushes R_t up to its bound, N = 3, and freezes it
     half a step below (a frozen scale above 1 is never an integer): paths of 2 or 3."""
-    kernel = ALBP(three_bits, init_num_flips=10.0, max_num_flips=50)
+    kernel = ALBP(three_bits, init_path_length=10.0, max_path_length=50)
     mcmc = _mcmc(kernel, num_warmup=30, num_samples=20)
-    mcmc.run(random.key(3), extra_fields=("num_flips", "num_changed"))
-    np.testing.assert_array_equal(mcmc.get_extra_fields()["num_flips"], 2.5)
+    mcmc.run(random.key(3), extra_fields=("path_length", "num_changed"))
+    np.testing.assert_array_equal(mcmc.get_extra_fields()["path_length"], 2.5)
     assert set(np.unique(mcmc.get_extra_fields()["num_changed"])) <= {0, 2, 3}
 
 
@@ -184,10 +122,10 @@ def one_poisson():
 )
 def test_single_coordinate_models(model, site, mean):
     mcmc = _mcmc(ALBP(model), num_warmup=200, num_samples=3000)
-    mcmc.run(random.key(4), extra_fields=("num_flips",))
+    mcmc.run(random.key(4), extra_fields=("path_length",))
     samples = mcmc.get_samples()[site]
     assert samples.shape == (3000,) and jnp.issubdtype(samples.dtype, jnp.integer)
-    np.testing.assert_array_equal(mcmc.get_extra_fields()["num_flips"], 1.0)
+    np.testing.assert_array_equal(mcmc.get_extra_fields()["path_length"], 1.0)
     assert abs(float(samples.mean()) - mean) < 0.15
 
 
@@ -201,7 +139,7 @@ def test_zero_size_site_beside_others():
     a model whose only discrete sites are empty is an error (docs/errors.md). One flip per
     step: on three independent coordinates ALBP's R climbs to 3, and flipping every
     coordinate at once mixes so slowly that 1000 draws say little about the means."""
-    mcmc = _mcmc(LBP(with_empty_site, num_flips=1), num_warmup=100, num_samples=2000)
+    mcmc = _mcmc(LBP(with_empty_site, path_length=1), num_warmup=100, num_samples=2000)
     mcmc.run(random.key(5))
     samples = mcmc.get_samples()
     assert samples["empty"].shape == (2000, 0)
@@ -217,8 +155,8 @@ def test_albp_frozen_at_an_even_bound_stays_ergodic():
     during warmup and stays there; a frozen ``R = 2`` would never change the parity of
     ``sum(x)``. The frozen scale is 1.5 instead, and all four states are visited equally."""
     mcmc = _mcmc(ALBP(two_fair_bits), num_warmup=100, num_samples=4000)
-    mcmc.run(random.key(8), extra_fields=("num_flips",))
-    assert float(mcmc.get_extra_fields()["num_flips"][0]) == 1.5
+    mcmc.run(random.key(8), extra_fields=("path_length",))
+    assert float(mcmc.get_extra_fields()["path_length"][0]) == 1.5
     x = np.asarray(mcmc.get_samples()["x"])
     frequencies = np.bincount(2 * x[:, 0] + x[:, 1], minlength=4) / len(x)
     np.testing.assert_allclose(frequencies, 0.25, atol=0.04)
@@ -245,9 +183,9 @@ def test_state_dtypes_follow_the_precision(x64):
     with _precision(x64):
         float_dtype = jnp.result_type(float)
         mcmc = _mcmc(ALBP(three_bits), num_warmup=5, num_samples=5)
-        mcmc.run(random.key(7), extra_fields=("accept_prob", "num_flips"))
+        mcmc.run(random.key(7), extra_fields=("accept_prob", "path_length"))
         state = mcmc.last_state
-        for value in (state.potential_energy, state.log_ratios, state.num_flips):
+        for value in (state.potential_energy, state.log_ratios, state.path_length):
             assert value.dtype == float_dtype
         assert mcmc.get_extra_fields()["accept_prob"].dtype == float_dtype
         # the dtype the model's Bernoulli draws have at this precision
