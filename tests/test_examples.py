@@ -2,8 +2,9 @@
 
 import math
 
-from examples_loader import load_example
 import numpy as np
+
+from examples_loader import load_example
 
 
 def test_ising_example(tmp_path):

@@ -2,9 +2,10 @@
 
 import math
 
-from examples_loader import load_example
 import numpy as np
 import pytest
+
+from examples_loader import load_example
 
 
 def test_multimodal_example(tmp_path):

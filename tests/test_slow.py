@@ -1,6 +1,5 @@
 """Long statistical runs (``pytest -m slow``): larger exact enumerations, more seeds."""
 
-import numpy as np
 import pytest
 
 from jax import random
@@ -12,13 +11,7 @@ from numpyro.infer import MCMC
 
 from numpyro_discrete import ALBP, LBP
 
-from exact import (
-    all_binary_states,
-    exact_distribution,
-    iid_tv_quantile,
-    random_binary_target,
-    state_index,
-)
+from helpers import all_binary_states, assert_tv, exact_distribution, random_binary_target
 
 pytestmark = pytest.mark.slow
 
@@ -26,7 +19,7 @@ pytestmark = pytest.mark.slow
 @pytest.mark.parametrize(
     "kernel_fn",
     [
-        lambda pot: LBP(potential_fn=pot, num_flips=3, balancing="barker"),
+        lambda pot: LBP(potential_fn=pot, path_length=3, balancing="barker"),
         lambda pot: ALBP(potential_fn=pot),
         lambda pot: ALBP(potential_fn=pot, weights="exact"),
     ],
@@ -47,9 +40,7 @@ def test_total_variation_14_coordinates(kernel_fn):
         progress_bar=False,
     )
     mcmc.run(random.key(0), init_params={"x": jnp.zeros((num_chains, num_coords), jnp.int32)})
-    draws = np.asarray(state_index(mcmc.get_samples()["x"]))
-    empirical = np.bincount(draws, minlength=len(pi)) / len(draws)
-    assert 0.5 * np.abs(empirical - pi).sum() < iid_tv_quantile(pi, len(draws) // 5)
+    assert_tv(mcmc.get_samples()["x"], all_binary_states(num_coords), pi, against_product=False)
 
 
 @pytest.mark.parametrize("seed", range(6))

@@ -1,9 +1,7 @@
-"""LBPGibbs: posterior moments against exact references (enumerated NUTS on a factorial HMM,
-quadrature on a Beta-Bernoulli mixture, the categorical mixture of numpyro's docs), the
-refresh of cached potentials and local ratios under new conditioning, numpyro integration
-(chain methods, extra fields, summaries, ArviZ, resuming, pickling) and errors."""
-
-import pickle
+"""Mixed discrete and continuous models: LBPGibbs and numpyro's Gibbs with a discrete kernel
+block, posterior moments against exact references (enumerated NUTS on a factorial HMM,
+quadrature on a Beta-Bernoulli mixture, the categorical mixture of numpyro's docs, a
+Poisson latent, closed forms), within stated Monte Carlo errors."""
 
 import numpy as np
 import pytest
@@ -14,44 +12,64 @@ import jax.numpy as jnp
 from jax.scipy.special import logsumexp
 
 import numpyro
-from numpyro.diagnostics import effective_sample_size
 import numpyro.distributions as dist
 from numpyro.infer import MCMC, NUTS, Gibbs
-from numpyro.infer.gibbs import conditioned, discrete_latent_sites, with_conditioning
+from numpyro.infer.gibbs import discrete_latent_sites
 
-from numpyro_discrete import ALBP, LBP, LBPGibbs, LBPGibbsState
+from numpyro_discrete import ACS, LBP, LBPGibbs
 
-from benchmarks.targets import (
+from helpers import (
+    FHMM_INIT_PROB,
+    FHMM_STAY_PROB,
+    SCALE_MIX,
+    Y_MIX,
+    assert_within_mcse,
+    beta_bernoulli_model,
+    effective_sample_sizes,
     fhmm_data,
-    fhmm_enumerated_model,
-    fhmm_joint_states,
     fhmm_markov_log_prior,
     fhmm_model,
+    fhmm_parameters,
+    mcse_of_mean,
 )
 
-# --- helpers ------------------------------------------------------------------------------
-
-
-def _ess(draws):
-    """ESS of each coordinate of ``(chains, draws, ...)`` draws (NaN where constant)."""
-    draws = np.asarray(draws, dtype=np.float64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.asarray(effective_sample_size(draws))
-
-
-def _mcse_of_mean(draws):
-    """Monte Carlo standard error of the mean of each coordinate, from the ESS."""
-    draws = np.asarray(draws, dtype=np.float64)
-    flat = draws.reshape((-1,) + draws.shape[2:])
-    return np.sqrt(flat.var(0) / _ess(draws))
-
-
-def _assert_within_mcse(estimate, reference, se, num_se, what):
-    z = np.abs(np.asarray(estimate) - np.asarray(reference)) / np.asarray(se)
-    assert np.all(z < num_se), f"{what}: |z| = {z} (estimate {estimate}, reference {reference})"
-
-
 # --- factorial HMM against NUTS with X enumerated -------------------------------------------
+
+
+def fhmm_joint_states(num_chains):
+    """The ``(2^K, K)`` binary vectors, state ``s`` having bits ``x_k = (s >> k) & 1``."""
+    states = np.arange(2**num_chains)[:, None]
+    return ((states >> np.arange(num_chains)) & 1).astype(np.int32)
+
+
+def fhmm_enumerated_model(y, num_chains, w_loc=0.0, w_scale=1.0):
+    """The same FHMM with ``X`` summed out: one categorical joint state per time step over the
+    ``2^K`` values of ``x_l``, marked ``infer={"enumerate": "parallel"}`` inside ``scan``."""
+    from numpyro.contrib.control_flow import scan
+
+    w, b, sigma = fhmm_parameters(num_chains, w_loc, w_scale)
+    states = fhmm_joint_states(num_chains)
+    same = states[:, None, :] == states[None, :, :]
+    log_stay, log_switch = np.log(FHMM_STAY_PROB), np.log1p(-FHMM_STAY_PROB)
+    log_trans = jnp.asarray(np.where(same, log_stay, log_switch).sum(-1))
+    log_init = jnp.asarray(
+        (states * np.log(FHMM_INIT_PROB) + (1 - states) * np.log1p(-FHMM_INIT_PROB)).sum(-1)
+    )
+    means = jnp.asarray(states, jnp.result_type(float)) @ w + b
+    # a fresh `infer` dict per site: numpyro's enumeration writes into it
+    s0 = numpyro.sample(
+        "state_init", dist.Categorical(logits=log_init), infer={"enumerate": "parallel"}
+    )
+    numpyro.sample("y_init", dist.Normal(means[s0], sigma), obs=y[0])
+
+    def transition(s_prev, y_l):
+        s = numpyro.sample(
+            "state", dist.Categorical(logits=log_trans[s_prev]), infer={"enumerate": "parallel"}
+        )
+        numpyro.sample("y_step", dist.Normal(means[s], sigma), obs=y_l)
+        return s, None
+
+    scan(transition, s0, y[1:])
 
 
 def _fhmm_smoothed_marginals(y, w, b, sigma, num_chains):
@@ -122,8 +140,8 @@ def _check_fhmm(num_steps, w_true, config, num_warmup, num_samples, ref_samples)
     draws = mcmc.get_samples(group_by_chain=True)
 
     for site in ("w", "b"):
-        se = np.sqrt(_mcse_of_mean(draws[site]) ** 2 + _mcse_of_mean(ref_draws[site]) ** 2)
-        _assert_within_mcse(
+        se = np.sqrt(mcse_of_mean(draws[site]) ** 2 + mcse_of_mean(ref_draws[site]) ** 2)
+        assert_within_mcse(
             np.mean(draws[site], (0, 1)), np.mean(ref_draws[site], (0, 1)), se, 4.0, site
         )
 
@@ -133,14 +151,14 @@ def _check_fhmm(num_steps, w_true, config, num_warmup, num_samples, ref_samples)
         jnp.asarray(data.y), flat["w"], flat["b"], flat["sigma"], num_chains
     )
     ref_x = np.asarray(smoothed).mean(0)
-    ref_se = _mcse_of_mean(np.asarray(smoothed).reshape((1, -1) + ref_x.shape))
+    ref_se = mcse_of_mean(np.asarray(smoothed).reshape((1, -1) + ref_x.shape))
     x = np.asarray(draws["x"])
     mean_x = x.mean((0, 1))
     # coordinates that never moved have no ESS; there the sample mean must match closely
-    moved = np.isfinite(_ess(x)) & (ref_x > 0.02) & (ref_x < 0.98)
-    se = np.sqrt(_mcse_of_mean(x) ** 2 + np.nan_to_num(ref_se) ** 2)
+    moved = np.isfinite(effective_sample_sizes(x)) & (ref_x > 0.02) & (ref_x < 0.98)
+    se = np.sqrt(mcse_of_mean(x) ** 2 + np.nan_to_num(ref_se) ** 2)
     # about 2 K L coordinates are tested at once: 5 standard errors (Bonferroni-like)
-    _assert_within_mcse(mean_x[moved], ref_x[moved], se[moved], 5.0, "x marginals")
+    assert_within_mcse(mean_x[moved], ref_x[moved], se[moved], 5.0, "x marginals")
     np.testing.assert_allclose(mean_x[~moved], ref_x[~moved], atol=0.05)
     return mcmc
 
@@ -155,15 +173,6 @@ def test_fhmm_matches_enumerated_nuts():
 
 
 # --- Beta-Bernoulli mixture against quadrature --------------------------------------------
-
-Y_MIX = jnp.array([0.1, 0.9, 1.3, -0.4, 0.6, 0.2, 1.1, 0.45])
-SCALE_MIX = 0.5
-
-
-def beta_bernoulli_model(y):
-    p = numpyro.sample("p", dist.Beta(2.0, 2.0))
-    z = numpyro.sample("z", dist.Bernoulli(p).expand(y.shape))
-    numpyro.sample("y", dist.Normal(z, SCALE_MIX), obs=y)
 
 
 def _beta_bernoulli_exact(y):
@@ -195,10 +204,10 @@ def test_beta_bernoulli_matches_quadrature(num_discrete_steps):
     mcmc.run(random.key(3), Y_MIX)
     draws = mcmc.get_samples(group_by_chain=True)
     p = np.asarray(draws["p"], np.float64)
-    _assert_within_mcse(p.mean(), mean, _mcse_of_mean(p), 4.0, "E[p]")
-    _assert_within_mcse(p.var(), var, _mcse_of_mean((p - mean) ** 2), 4.0, "Var[p]")
+    assert_within_mcse(p.mean(), mean, mcse_of_mean(p), 4.0, "E[p]")
+    assert_within_mcse(p.var(), var, mcse_of_mean((p - mean) ** 2), 4.0, "Var[p]")
     z = np.asarray(draws["z"])
-    _assert_within_mcse(z.mean((0, 1)), z_prob, _mcse_of_mean(z), 4.0, "P(z_i = 1)")
+    assert_within_mcse(z.mean((0, 1)), z_prob, mcse_of_mean(z), 4.0, "P(z_i = 1)")
 
 
 # --- the categorical mixture of numpyro's DiscreteHMCGibbs docs ---------------------------
@@ -220,8 +229,8 @@ def test_categorical_mixture_moments():
                 progress_bar=False)  # fmt: skip
     mcmc.run(random.key(4), probs, locs)
     x = np.asarray(mcmc.get_samples(group_by_chain=True)["x"], np.float64)
-    _assert_within_mcse(x.mean(), mean, _mcse_of_mean(x), 4.0, "E[x]")
-    _assert_within_mcse(x.var(), var, _mcse_of_mean((x - mean) ** 2), 4.0, "Var[x]")
+    assert_within_mcse(x.mean(), mean, mcse_of_mean(x), 4.0, "E[x]")
+    assert_within_mcse(x.var(), var, mcse_of_mean((x - mean) ** 2), 4.0, "Var[x]")
 
 
 def poisson_mixture(rate):
@@ -238,63 +247,8 @@ def test_poisson_latent_moments():
     samples = mcmc.get_samples(group_by_chain=True)
     assert samples["n"].dtype.kind == "i"
     x = np.asarray(samples["x"], np.float64)
-    _assert_within_mcse(x.mean(), 3.0, _mcse_of_mean(x), 4.0, "E[x]")
-    _assert_within_mcse(x.var(), 4.0, _mcse_of_mean((x - 3.0) ** 2), 4.0, "Var[x]")
-
-
-# --- refresh under new conditioning -------------------------------------------------------
-
-
-def _fhmm_args(num_steps=20, num_chains=3):
-    data = fhmm_data(num_steps, num_chains, "C2", seed=0)
-    return data, (jnp.asarray(data.y), num_chains)
-
-
-@pytest.mark.parametrize("kernel_cls", [LBP, ALBP])
-@pytest.mark.parametrize("weights", ["gradient", "exact"])
-def test_refresh_matches_fresh_init(kernel_cls, weights):
-    """After the continuous sites change, `refresh` gives the potential energy and local
-    log-ratios that `init` on the new conditioning gives, and they differ from the old."""
-    data, args = _fhmm_args()
-    kernel = kernel_cls(fhmm_model, weights=weights).wrap_model(conditioned)
-    x = {"x": jnp.asarray(data.x)}
-    old = with_conditioning({}, {"w": jnp.ones(3), "b": 0.0, "sigma": 1.0})
-    new = with_conditioning({}, {"w": jnp.array([-0.5, 2.0, 0.3]), "b": 0.7, "sigma": 0.6})
-    state = kernel.init(random.key(0), 10, x, args, old)
-    refreshed = kernel.refresh(state, args, new)
-    fresh = kernel.init(random.key(0), 10, x, args, new)
-    assert not np.allclose(state.potential_energy, fresh.potential_energy)
-    assert not np.allclose(state.log_ratios, fresh.log_ratios)
-    np.testing.assert_allclose(refreshed.potential_energy, fresh.potential_energy, rtol=1e-6)
-    # exact ratios are differences of two float32 log densities of size ~10^2 (one ulp there
-    # is ~1e-5), and `init` evaluates them in one compiled program, `refresh` op by op
-    np.testing.assert_allclose(refreshed.log_ratios, fresh.log_ratios, rtol=1e-5, atol=1e-4)
-    # everything else is kept
-    assert refreshed.i == state.i and refreshed.num_flips == state.num_flips
-
-
-def test_cached_block_states_match_the_current_conditioning():
-    """After every LBPGibbs step, both blocks' cached potentials (and the discrete block's
-    local ratios) are those of a fresh evaluation at the current values of the other block."""
-    data, args = _fhmm_args()
-    kernel = LBPGibbs(NUTS(fhmm_model))
-    state = kernel.init(random.key(5), 20, None, args, {})
-    step = jax.jit(lambda s: kernel.sample(s, args, {}))
-    for _ in range(10):
-        state = step(state)
-    constrain = kernel.inner_kernel.get_constrain_fn(args, {})
-    continuous = constrain({k: state.z[k] for k in ("w", "b", "sigma")})
-    discrete_kernel = kernel.discrete_kernel
-    fresh = discrete_kernel.refresh(state.discrete_state, args, with_conditioning({}, continuous))
-    np.testing.assert_allclose(
-        state.discrete_state.potential_energy, fresh.potential_energy, rtol=1e-5
-    )
-    np.testing.assert_allclose(state.discrete_state.log_ratios, fresh.log_ratios, atol=1e-4)
-    kwargs_hmc = with_conditioning({}, {"x": state.z["x"]})
-    fresh_hmc = kernel.inner_kernel.refresh(state.hmc_state, args, kwargs_hmc)
-    np.testing.assert_allclose(state.hmc_state.potential_energy, fresh_hmc.potential_energy,
-                               rtol=1e-5)  # fmt: skip
-    np.testing.assert_allclose(state.hmc_state.z_grad["w"], fresh_hmc.z_grad["w"], rtol=1e-4)
+    assert_within_mcse(x.mean(), 3.0, mcse_of_mean(x), 4.0, "E[x]")
+    assert_within_mcse(x.var(), 4.0, mcse_of_mean((x - 3.0) ** 2), 4.0, "Var[x]")
 
 
 def test_numpyro_gibbs_with_lbp_block_reads_conditioning_each_step():
@@ -302,143 +256,52 @@ def test_numpyro_gibbs_with_lbp_block_reads_conditioning_each_step():
     Beta-Bernoulli mixture's E[p] within Monte Carlo error of the quadrature value."""
     mean, _, _ = _beta_bernoulli_exact(Y_MIX)
     model = beta_bernoulli_model
-    kernel = Gibbs([(LBP(model, num_flips=3), discrete_latent_sites), (NUTS(model), None)])
+    kernel = Gibbs([(LBP(model, path_length=3), discrete_latent_sites), (NUTS(model), None)])
     mcmc = MCMC(kernel, num_warmup=300, num_samples=4000, progress_bar=False)
     mcmc.run(random.key(6), Y_MIX)
     p = np.asarray(mcmc.get_samples(group_by_chain=True)["p"], np.float64)
-    _assert_within_mcse(p.mean(), mean, _mcse_of_mean(p), 4.0, "E[p]")
+    assert_within_mcse(p.mean(), mean, mcse_of_mean(p), 4.0, "E[p]")
 
 
-# --- numpyro integration ------------------------------------------------------------------
+# --- ACS as the discrete block of LBPGibbs and of numpyro's Gibbs -----------------------------
 
-EXTRA = ("accept_prob", "num_flips", "num_changed", "hmc_state.accept_prob",
-         "hmc_state.num_steps", "discrete_state.mean_accept_prob")  # fmt: skip
-
-
-def _mcmc(kernel, **kwargs):
-    kwargs = {"num_warmup": 100, "num_samples": 200, "progress_bar": False, **kwargs}
-    return MCMC(kernel, **kwargs)
+Y_OBS = 2.5
 
 
-@pytest.mark.parametrize("chain_method", ["sequential", "parallel"])
-def test_chain_methods_and_extra_fields(chain_method):
-    mcmc = _mcmc(LBPGibbs(NUTS(beta_bernoulli_model)), num_chains=2, chain_method=chain_method)
-    mcmc.run(random.key(7), Y_MIX, extra_fields=EXTRA)
-    samples = mcmc.get_samples(group_by_chain=True)
-    assert samples["z"].shape == (2, 200, 8) and jnp.issubdtype(samples["z"].dtype, jnp.integer)
-    assert samples["p"].shape == (2, 200)
-    assert np.all((samples["p"] > 0) & (samples["p"] < 1))  # constrained
-    assert not np.array_equal(samples["p"][0], samples["p"][1])
-    extra = mcmc.get_extra_fields(group_by_chain=True)
-    assert set(extra) == {*EXTRA, "diverging"}
-    for field in EXTRA:
-        assert extra[field].shape == (2, 200)
-    assert np.all(np.asarray(extra["num_changed"]) <= 8)
-    assert np.all(np.asarray(extra["hmc_state.num_steps"]) >= 1)
-    # the frozen ALBP scale after warmup
-    assert np.all(extra["num_flips"].min(1) == extra["num_flips"].max(1))
-
-
-def test_vectorized_chains_are_refused():
-    mcmc = _mcmc(LBPGibbs(NUTS(beta_bernoulli_model)), num_chains=2, chain_method="vectorized")
-    with pytest.raises(ValueError, match="single random key"):
-        mcmc.run(random.key(8), Y_MIX)
-
-
-def test_print_summary_arviz_and_diagnostics(capsys):
-    az = pytest.importorskip("arviz")
-    mcmc = _mcmc(LBPGibbs(NUTS(beta_bernoulli_model)))
-    mcmc.run(random.key(9), Y_MIX, extra_fields=("accept_prob", "num_flips"))
-    mcmc.print_summary()
-    out = capsys.readouterr().out
-    assert "z[7]" in out and " p " in out and "Number of divergences" in out
-    data = az.from_numpyro(mcmc)
-    assert {"p", "z"} <= set(data.posterior.data_vars)
-    assert {"acceptance_rate", "num_flips", "diverging"} <= set(data.sample_stats.data_vars)
-    kernel = mcmc.sampler
-    text = kernel.get_diagnostics_str(mcmc.last_state)
-    assert (
-        text.startswith("acc. prob=") and "R=" in text and " | " in text and "steps of size" in text
-    )
-
-
-def test_resume_from_post_warmup_state_continues_the_chain():
-    full = _mcmc(LBPGibbs(NUTS(beta_bernoulli_model)))
-    full.run(random.key(10), Y_MIX)
-    split = _mcmc(LBPGibbs(NUTS(beta_bernoulli_model)))
-    split.warmup(random.key(10), Y_MIX)
-    assert isinstance(split.post_warmup_state, LBPGibbsState)
-    split.run(split.post_warmup_state.rng_key, Y_MIX)
-    np.testing.assert_array_equal(full.get_samples()["z"], split.get_samples()["z"])
-    np.testing.assert_allclose(full.get_samples()["p"], split.get_samples()["p"], rtol=1e-5)
-
-
-def test_kernel_and_mcmc_pickle():
-    kernel = LBPGibbs(NUTS(beta_bernoulli_model), discrete_kernel=LBP(beta_bernoulli_model))
-    fresh = pickle.loads(pickle.dumps(kernel))
-    assert isinstance(fresh.discrete_kernel, LBP)
-    mcmc = _mcmc(fresh, num_samples=50)
-    mcmc.run(random.key(11), Y_MIX)
-    restored = pickle.loads(pickle.dumps(mcmc))
-    restored.post_warmup_state = restored.last_state
-    restored.run(restored.post_warmup_state.rng_key, Y_MIX)
-    assert restored.get_samples()["z"].shape == (50, 8)
-
-
-def test_discrete_kernel_option_and_enumerated_sites():
-    """A given LBP moves the discrete sites; sites marked for enumeration are summed out."""
-
-    def model(y):
-        p = numpyro.sample("p", dist.Beta(2.0, 2.0))
-        c = numpyro.sample("c", dist.Bernoulli(0.5), infer={"enumerate": "parallel"})
-        with numpyro.plate("data", y.shape[0]):
-            z = numpyro.sample("z", dist.Bernoulli(p))
-            numpyro.sample("y", dist.Normal(z + 0.1 * c, SCALE_MIX), obs=y)
-
-    mcmc = _mcmc(LBPGibbs(NUTS(model), discrete_kernel=LBP(model, num_flips=3)))
-    mcmc.run(random.key(12), Y_MIX, extra_fields=("num_flips",))
-    assert set(mcmc.get_samples()) == {"p", "z"}
-    assert np.all(mcmc.get_extra_fields()["num_flips"] == 3)
-
-
-# --- errors -------------------------------------------------------------------------------
-
-
-def continuous_only(y):
+def gibbs_model(y=Y_OBS):
     mu = numpyro.sample("mu", dist.Normal(0.0, 1.0))
-    numpyro.sample("y", dist.Normal(mu, 1.0), obs=y)
+    z = numpyro.sample("z", dist.Bernoulli(0.3).expand([3]))
+    numpyro.sample("y", dist.Normal(mu + jnp.sum(z), 1.0), obs=y)
 
 
-def discrete_only():
-    numpyro.sample("z", dist.Bernoulli(0.3).expand([4]))
+def _gibbs_moments():
+    """Exact ``E[sum z | y]`` and ``E[mu | y]``: ``mu`` integrates out, ``y | z ~ N(sum z, 2)``
+    and ``mu | z, y ~ N((y - sum z) / 2, 1 / 2)``."""
+    total = np.arange(4)
+    prior = np.array([1, 3, 3, 1]) * 0.3**total * 0.7 ** (3 - total)
+    weights = prior * np.exp(-((Y_OBS - total) ** 2) / 4.0)
+    weights /= weights.sum()
+    return weights @ total, weights @ ((Y_OBS - total) / 2.0)
 
 
-def test_errors():
-    with pytest.raises(ValueError, match=r"must be numpyro's HMC or NUTS.*use ALBP\(model\)"):
-        LBPGibbs(ALBP(beta_bernoulli_model))
-    with pytest.raises(ValueError, match=r"built from `potential_fn`.*NUTS\(model\)"):
-        LBPGibbs(NUTS(potential_fn=lambda z: jnp.sum(z["a"] ** 2)))
-    with pytest.raises(ValueError, match="same model callable"):
-        LBPGibbs(NUTS(beta_bernoulli_model), discrete_kernel=ALBP(discrete_only))
-    with pytest.raises(ValueError, match="discrete MCMCKernel"):
-        LBPGibbs(NUTS(beta_bernoulli_model), discrete_kernel=NUTS(beta_bernoulli_model))
-    with pytest.raises(ValueError, match=r"no discrete latent sites.*\['mu'\].*NUTS\(model\)"):
-        _mcmc(LBPGibbs(NUTS(continuous_only))).run(random.key(0), 1.0)
-    with pytest.raises(ValueError, match=r"no continuous latent sites.*\['z'\].*ALBP\(model\)"):
-        _mcmc(LBPGibbs(NUTS(discrete_only))).run(random.key(0))
-
-
-def test_num_discrete_steps_repeats_the_discrete_move():
-    """With ``num_discrete_steps=n`` the discrete kernel moves ``n`` times per step and its
-    adaptation spans ``n`` times the warmup steps; the composite still pickles."""
-    kernel = LBPGibbs(NUTS(beta_bernoulli_model), num_discrete_steps=4)
-    mcmc = MCMC(kernel, num_warmup=30, num_samples=20, progress_bar=False)
-    mcmc.run(random.key(0), Y_MIX, extra_fields=("accept_prob", "num_flips"))
-    assert int(mcmc.last_state.discrete_state.i) == 4 * (30 + 20)
-    assert mcmc.get_extra_fields()["num_flips"].shape == (20,)
-    restored = pickle.loads(pickle.dumps(kernel))
-    assert restored.num_discrete_steps == 4
-    with pytest.raises(ValueError, match=r"`num_discrete_steps` must be >= 1.*got 0"):
-        LBPGibbs(NUTS(beta_bernoulli_model), num_discrete_steps=0)
-    with pytest.raises(TypeError, match=r"`num_discrete_steps` must be a positive int"):
-        LBPGibbs(NUTS(beta_bernoulli_model), num_discrete_steps=2.5)
+@pytest.mark.parametrize("composite", ["LBPGibbs", "Gibbs"])
+def test_gibbs_blocks_match_exact_moments(composite):
+    """ACS on the discrete block (tuned in LBPGibbs, with fixed ends of the step-size
+    schedule in Gibbs) beside NUTS: posterior means against their exact values."""
+    if composite == "LBPGibbs":
+        kernel = LBPGibbs(NUTS(gibbs_model), discrete_kernel=ACS(gibbs_model, cycle_length=8))
+    else:
+        acs = ACS(gibbs_model, cycle_length=8, alpha_max=2.0, alpha_min=0.2)
+        kernel = Gibbs([(acs, ["z"]), (NUTS(gibbs_model), None)])
+    mcmc = MCMC(kernel, num_warmup=500, num_samples=2000, progress_bar=False)
+    mcmc.run(random.key(1))
+    samples = mcmc.get_samples()
+    tuning = mcmc.last_state.block_states[0].tuning
+    if composite == "Gibbs":
+        assert float(tuning.step_size_max) == pytest.approx(2.0)
+        assert float(tuning.step_size_min) == pytest.approx(0.2)
+    assert "step size=" in kernel.get_diagnostics_str(mcmc.last_state)
+    total, mu = _gibbs_moments()
+    assert samples["z"].dtype.kind == "i"
+    assert abs(float(samples["z"].sum(-1).mean()) - total) < 0.1
+    assert abs(float(samples["mu"].mean()) - mu) < 0.1

@@ -14,7 +14,14 @@ from numpyro.infer import MCMC
 
 from numpyro_discrete import ALBP, LBP
 
-from exact import enumerate_model, iid_tv_quantile
+from helpers import (
+    assert_mean_within_mcse,
+    assert_tv,
+    assert_within_mcse,
+    enumerate_model,
+    flat_draws,
+    mcse_of_mean,
+)
 
 
 def _run(kernel, *args, num_samples=5000, num_chains=4, seed=0):
@@ -30,40 +37,6 @@ def _run(kernel, *args, num_samples=5000, num_chains=4, seed=0):
     return mcmc
 
 
-def _flat_draws(samples, names):
-    """Draws of several sites as one flat integer matrix (sites in order, row-major)."""
-    num_draws = samples[names[0]].shape[0]
-    return np.concatenate(
-        [np.asarray(samples[name]).reshape(num_draws, -1) for name in names], axis=1
-    )
-
-
-def _state_counts(draws, states):
-    lookup = {tuple(s): i for i, s in enumerate(states)}
-    counts = np.zeros(len(states))
-    for row in draws:
-        counts[lookup[tuple(row)]] += 1
-    return counts / len(draws)
-
-
-def _assert_tv(draws, states, pi):
-    """
-    Total variation to the enumerated target below the 99% quantile of the TV that
-    independent exact draws reach with one fifth of the sample size (an ESS of 20% of the
-    draws). The tolerance must also be smaller than the TV to the product of the target's
-    marginals, so that a sampler ignoring the couplings fails.
-    """
-    empirical = _state_counts(draws, states)
-    tolerance = iid_tv_quantile(pi, len(draws) // 5)
-    product = np.ones(len(states))
-    for j in range(states.shape[1]):
-        marginal = {v: pi[states[:, j] == v].sum() for v in np.unique(states[:, j])}
-        product *= np.array([marginal[v] for v in states[:, j]])
-    assert tolerance < 0.5 * np.abs(pi - product).sum()
-    tv = 0.5 * np.abs(empirical - pi).sum()
-    assert tv < tolerance, (tv, tolerance)
-
-
 # --- a Potts model: three colours on a 2 x 3 grid, colours used as indices ---------------
 
 POTTS_EDGES = np.array([[0, 1], [1, 2], [3, 4], [4, 5], [0, 3], [1, 4], [2, 5]])
@@ -76,7 +49,7 @@ def potts_model(field, interaction):
 
 @pytest.mark.parametrize(
     "make_kernel",
-    [lambda: ALBP(potts_model), lambda: LBP(potts_model, num_flips=1, balancing="barker")],
+    [lambda: ALBP(potts_model), lambda: LBP(potts_model, path_length=1, balancing="barker")],
     ids=["ALBP", "LBP-1-barker"],
 )
 def test_potts_against_enumeration(make_kernel):
@@ -87,7 +60,7 @@ def test_potts_against_enumeration(make_kernel):
     kernel = make_kernel()
     mcmc = _run(kernel, field, interaction)
     assert kernel.weights_mode == {"c": "exact"}  # colours are unordered indices
-    _assert_tv(_flat_draws(mcmc.get_samples(), ["c"]), states, pi)
+    assert_tv(flat_draws(mcmc.get_samples(), ["c"]), states, pi)
 
 
 # --- Poisson latents, an infinite ordinal support ----------------------------------------
@@ -115,13 +88,12 @@ def test_poisson_latent_against_enumeration(make_kernel):
     assert kernel.weights_mode == {"n": "gradient"}
     samples = np.asarray(mcmc.get_samples(group_by_chain=True)["n"], float)
     # posterior means and second moments within 4 ESS-based standard errors
-    for stat, exact in [(samples, pi @ states), (samples**2, pi @ states.astype(float) ** 2)]:
-        mcse = stat.std((0, 1)) / np.sqrt(effective_sample_size(stat))
-        assert np.all(np.abs(stat.mean((0, 1)) - exact) < 4 * mcse), (stat.mean((0, 1)), exact)
+    assert_mean_within_mcse(samples, pi @ states, num_se=4.0, what="E[n]")
+    assert_mean_within_mcse(samples**2, pi @ states.astype(float) ** 2, 4.0, "E[n^2]")
     # and the joint, on the states holding 99.9% of the mass
-    draws = _flat_draws(mcmc.get_samples(), ["n"])
+    draws = flat_draws(mcmc.get_samples(), ["n"])
     assert np.mean(np.all(draws <= 40, axis=1)) == 1.0
-    _assert_tv(draws, states, pi)
+    assert_tv(draws, states, pi)
 
 
 # --- a mixture with known components: assignments are independent given the data ---------
@@ -150,7 +122,7 @@ def test_mixture_assignments_against_enumeration():
         mean = indicator.mean((0, 1))
         ess = effective_sample_size(indicator + 1e-12 * random.normal(random.key(k), z.shape))
         mcse = np.sqrt(exact[:, k] * (1 - exact[:, k]) / ess)
-        assert np.all(np.abs(mean - exact[:, k]) < 4 * mcse + 2e-3), (k, mean, exact[:, k])
+        assert_within_mcse(mean, exact[:, k], mcse, 4.0, f"P(z = {k})", slack=2e-3)
 
 
 # --- several site kinds, shapes and dtypes in one model ----------------------------------
@@ -181,7 +153,7 @@ def test_mixed_sites_keep_dtypes_and_match_enumeration():
     for name in sites:
         assert samples[name].dtype == prior[name]["value"].dtype
         assert samples[name].shape[1:] == prior[name]["value"].shape
-    _assert_tv(_flat_draws(samples, list(sites)), states, pi)
+    assert_tv(flat_draws(samples, list(sites)), states, pi)
 
 
 # --- sites marked for enumeration are summed out, not sampled ---------------------------
@@ -209,11 +181,10 @@ def test_enumerated_site_is_marginalised():
     samples = mcmc.get_samples(group_by_chain=True)
     assert set(samples) == {"x"}
     x = np.asarray(samples["x"], float)
-    mcse = x.std((0, 1)) / np.sqrt(effective_sample_size(x))
-    assert np.all(np.abs(x.mean((0, 1)) - exact_x) < 4 * mcse), (x.mean((0, 1)), exact_x)
+    assert_mean_within_mcse(x, exact_x, num_se=4.0)
     # and the posterior of x differs from the one with c fixed at its likelier value
     fixed = pi[states[:, 0] == 1] @ x_states[states[:, 0] == 1] / pi[states[:, 0] == 1].sum()
-    assert np.max(np.abs(fixed - exact_x)) > 10 * np.max(mcse)
+    assert np.max(np.abs(fixed - exact_x)) > 10 * np.max(mcse_of_mean(x))
 
 
 # --- every other integer family numpyro has: bounded and unbounded ordinal supports -----
@@ -265,13 +236,10 @@ def test_integer_families_against_enumeration(families):
         )
         samples = np.asarray(mcmc.get_samples(group_by_chain=True)[family], float)
         assert bool(jnp.all(prior.support(jnp.asarray(samples)))), family
-        for stat, exact in [(samples, pi @ states), (samples**2, pi @ states.astype(float) ** 2)]:
-            mcse = stat.std((0, 1)) / np.sqrt(effective_sample_size(stat))
-            assert np.all(np.abs(stat.mean((0, 1)) - exact) < 4 * mcse), (
-                family,
-                stat.mean((0, 1)),
-                exact,
-            )
-        draws = _flat_draws(mcmc.get_samples(), [family])
+        assert_mean_within_mcse(samples, pi @ states, 4.0, f"{family}: E[n]")
+        assert_mean_within_mcse(
+            samples**2, pi @ states.astype(float) ** 2, 4.0, f"{family}: E[n^2]"
+        )
+        draws = flat_draws(mcmc.get_samples(), [family])
         assert np.all((draws >= values.start) & (draws < values.stop)), family
-        _assert_tv(draws, states, pi)
+        assert_tv(draws, states, pi)
