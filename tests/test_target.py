@@ -120,7 +120,7 @@ def test_local_ratios_follow_the_weights_mode(x64):
     """Exact rows are log-density differences at the candidates; gradient rows the
     first-order expansion; invalid candidates ``-inf``."""
     target = _target(weights={"b": "gradient", "n": "exact"})
-    log_pi = target.log_density()
+    log_pi = jax.jit(target.log_density())
     x = jnp.array([1, 0, 2, 3], jnp.int32)
     log_p, d = target.local_fn((), {})(x)
     np.testing.assert_allclose(log_p, log_pi(x), rtol=1e-12)
