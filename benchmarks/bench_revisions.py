@@ -109,9 +109,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     rows: dict[str, dict[str, list[dict[str, float]]]] = {}
     # JAX's persistent compilation cache is off unless configured; the in-memory caches
     # are cleared after every measurement, so every compilation is a real one
-    for _ in range(args.rounds):
+    for round_index in range(args.rounds):
+        # alternate which revision goes first, so that drift hits both alike
+        order = list(packages.items())[:: 1 if round_index % 2 == 0 else -1]
         for name in args.kernels:
-            for label, package in packages.items():
+            for label, package in order:
                 kernel = kernel_for(package, name, model)
                 result = measure(kernel, args.num_warmup, args.steps, args.repeats)
                 rows.setdefault(name, {}).setdefault(label, []).append(result)
