@@ -103,20 +103,12 @@ class _CoordinatewiseKernel(DiscreteKernel):
 
     def _init_state(self, rng_key: jax.Array, state: State) -> ACSState:
         tuning = cyclical.init(state, self._config, self._alpha_max, self._alpha_min)
-        float_dtype = jnp.result_type(float)
         return ACSState(
-            i=jnp.array(0),
-            z=self._target.unflatten(state.position),
-            potential_energy=-state.log_density,
-            log_ratios=state.log_ratios,
-            accept_prob=jnp.zeros((), float_dtype),
-            mean_accept_prob=jnp.zeros((), float_dtype),
+            **self._initial_fields(rng_key, state),
             step_size=tuning.step_size_max,
             balancing=tuning.balancing[0],
             cycle_position=jnp.array(0),
-            num_changed=jnp.array(0),
             tuning=tuning,
-            rng_key=rng_key,
         )
 
     def _step(self, state: ACSState, position: State, local_fn: LocalFn) -> ACSState:
@@ -134,20 +126,14 @@ class _CoordinatewiseKernel(DiscreteKernel):
         tuning, new = cyclical.update(
             plan, config, state.tuning, state.i, position, new, info, parameters
         )
+        # the tuning rounds may move the chain to the best state of a round
+        info = info._replace(num_changed=jnp.sum(new.position != position.position))
         return ACSState(
-            i=state.i + 1,
-            z=self._target.unflatten(new.position),
-            potential_energy=-new.log_density,
-            log_ratios=new.log_ratios,
-            accept_prob=info.acceptance_rate,
-            mean_accept_prob=self._mean_accept_prob(state, info.acceptance_rate),
+            **self._step_fields(state, new, info, key_next),
             step_size=parameters.step_size,
             balancing=parameters.balancing,
             cycle_position=parameters.cycle_position,
-            # the tuning rounds may move the chain to the best state of a round
-            num_changed=jnp.sum(new.position != position.position),
             tuning=tuning,
-            rng_key=key_next,
         )
 
 

@@ -235,11 +235,44 @@ class DiscreteKernel(MCMCKernel):
         local_fn = self._target.local_fn(model_args, model_kwargs)
         return self._step(state, self._core_state(state), local_fn)
 
-    def _mean_accept_prob(self, state: NamedTuple, accept_prob: jax.Array) -> jax.Array:
-        """Running mean of the acceptance, restarted when warmup ends."""
+    def _initial_fields(self, rng_key: jax.Array, state: core_state.State) -> dict[str, Any]:
+        """The fields every kernel state shares, at the start of a chain."""
+        float_dtype = jnp.result_type(float)
+        return dict(
+            i=jnp.array(0),
+            z=self._target.unflatten(state.position),
+            potential_energy=-state.log_density,
+            log_ratios=state.log_ratios,
+            accept_prob=jnp.zeros((), float_dtype),
+            mean_accept_prob=jnp.zeros((), float_dtype),
+            num_changed=jnp.array(0),
+            rng_key=rng_key,
+        )
+
+    def _step_fields(
+        self,
+        state: NamedTuple,
+        new: core_state.State,
+        info: core_state.Info,
+        rng_key: jax.Array,
+    ) -> dict[str, Any]:
+        """The fields every kernel state shares, after a step from `state` to `new`."""
+        # running mean of the acceptance, restarted when warmup ends
         itr = state.i + 1
         n = jnp.where(state.i < self._num_warmup, itr, itr - self._num_warmup)
-        return state.mean_accept_prob + (accept_prob - state.mean_accept_prob) / n
+        mean_accept_prob = (
+            state.mean_accept_prob + (info.acceptance_rate - state.mean_accept_prob) / n
+        )
+        return dict(
+            i=itr,
+            z=self._target.unflatten(new.position),
+            potential_energy=-new.log_density,
+            log_ratios=new.log_ratios,
+            accept_prob=info.acceptance_rate,
+            mean_accept_prob=mean_accept_prob,
+            num_changed=info.num_changed,
+            rng_key=rng_key,
+        )
 
     def sample(
         self, state: NamedTuple, model_args: tuple, model_kwargs: Mapping[str, Any] | None

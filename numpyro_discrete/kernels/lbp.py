@@ -112,19 +112,11 @@ class _PathKernel(DiscreteKernel):
         return f"acc. prob={float(state.mean_accept_prob):.2f}, R={float(state.path_length):.1f}"
 
     def _init_state(self, rng_key: jax.Array, state: State) -> LBPState:
-        float_dtype = jnp.result_type(float)
-        initial = jnp.asarray(self._initial_path_length(), float_dtype)
+        initial = jnp.asarray(self._initial_path_length(), jnp.result_type(float))
         return LBPState(
-            i=jnp.array(0),
-            z=self._target.unflatten(state.position),
-            potential_energy=-state.log_density,
-            log_ratios=state.log_ratios,
-            accept_prob=jnp.zeros((), float_dtype),
-            mean_accept_prob=jnp.zeros((), float_dtype),
+            **self._initial_fields(rng_key, state),
             path_length=initial,
             mean_path_length=initial,
-            num_changed=jnp.array(0),
-            rng_key=rng_key,
         )
 
     def _step(self, state: LBPState, position: State, local_fn: LocalFn) -> LBPState:
@@ -132,16 +124,9 @@ class _PathKernel(DiscreteKernel):
         new, info, _ = self._transition(key_step, position, local_fn, state.path_length)
         adapted = self._adapt(state, info.acceptance_rate)
         return LBPState(
-            i=state.i + 1,
-            z=self._target.unflatten(new.position),
-            potential_energy=-new.log_density,
-            log_ratios=new.log_ratios,
-            accept_prob=info.acceptance_rate,
-            mean_accept_prob=self._mean_accept_prob(state, info.acceptance_rate),
+            **self._step_fields(state, new, info, key_next),
             path_length=adapted.path_length,
             mean_path_length=adapted.mean_path_length,
-            num_changed=info.num_changed,
-            rng_key=key_next,
         )
 
 
