@@ -29,7 +29,7 @@ from numpyro_discrete.model.potential import WEIGHT_MODES
 from numpyro_discrete.model.target import DiscreteTarget
 from numpyro_discrete.numpyro_internals import SAMPLE_FN_ATTRIBUTE
 
-__all__ = ["DiscreteKernel", "renamed_argument"]
+__all__ = ["DiscreteKernel", "renamed_argument", "renamed_field"]
 
 
 def renamed_argument(kernel_name: str, old: str, new: str, old_value: Any, new_value: Any) -> Any:
@@ -45,6 +45,17 @@ def renamed_argument(kernel_name: str, old: str, new: str, old_value: Any, new_v
         stacklevel=3,
     )
     return old_value
+
+
+def renamed_field(state: Any, old: str, new: str) -> Any:
+    """Field `new` of `state`, read through its deprecated name `old` (a state property, so
+    that ``extra_fields=(old,)`` keeps working), with a ``FutureWarning`` naming `new`."""
+    warnings.warn(
+        f"{type(state).__name__}.{old} is deprecated; use `{new}` (also in `extra_fields`).",
+        FutureWarning,
+        stacklevel=3,
+    )
+    return getattr(state, new)
 
 
 class DiscreteKernel(MCMCKernel):

@@ -19,7 +19,7 @@ from numpyro_discrete.core.balancing import get_balancing
 from numpyro_discrete.core.local_ratios import LocalFn
 from numpyro_discrete.core.neighbourhood import SupportKind
 from numpyro_discrete.core.state import State, select
-from numpyro_discrete.kernels.base import DiscreteKernel, renamed_argument
+from numpyro_discrete.kernels.base import DiscreteKernel, renamed_argument, renamed_field
 from numpyro_discrete.model.layout import SiteSupport
 from numpyro_discrete.model.target import DiscreteTarget
 
@@ -62,12 +62,7 @@ class LBPState(NamedTuple):
 
     @property
     def num_flips(self) -> jax.Array:
-        warnings.warn(
-            "LBPState.num_flips is deprecated; use `path_length` (also in `extra_fields`).",
-            FutureWarning,
-            stacklevel=2,
-        )
-        return self.path_length
+        return renamed_field(self, "num_flips", "path_length")
 
 
 class _PathKernel(DiscreteKernel):

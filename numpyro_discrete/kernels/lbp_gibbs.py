@@ -5,7 +5,6 @@ instance of numpyro's composable :class:`~numpyro.infer.gibbs.Gibbs`."""
 
 from collections.abc import Callable, Mapping
 from typing import Any
-import warnings
 
 import jax
 from jax import lax, random
@@ -15,6 +14,7 @@ from numpyro.infer.hmc import HMC, HMCState
 from numpyro.infer.mcmc import MCMCKernel
 from numpyro.util import is_prng_key
 
+from numpyro_discrete.kernels.base import renamed_field
 from numpyro_discrete.kernels.lbp import ALBP
 from numpyro_discrete.model.layout import discrete_sites
 from numpyro_discrete.model.target import model_sites
@@ -87,12 +87,7 @@ class LBPGibbsState(GibbsState):
 
     @property
     def num_flips(self) -> jax.Array:
-        warnings.warn(
-            "LBPGibbsState.num_flips is deprecated; use `path_length` (also in `extra_fields`).",
-            FutureWarning,
-            stacklevel=2,
-        )
-        return self.path_length
+        return renamed_field(self, "num_flips", "path_length")
 
     @property
     def num_changed(self) -> jax.Array:
