@@ -111,16 +111,7 @@ def test_binary_kernel_matches_transition_matrix(x64, balancing):
     )
     states = jnp.asarray(all_binary_states(num_coords))
 
-    @jax.jit
-    def step_from(x, keys):
-        start = state.init(x, local_fn)
-        return jax.vmap(lambda k: kernel(k, start, local_fn, jnp.int32(path_length)))(keys)
-
-    counts = np.zeros_like(matrix)
-    for row, x in enumerate(states):
-        keys = random.split(random.key(row), draws)
-        new_state, info = step_from(x, keys)
-        np.add.at(counts[row], np.asarray(state_index(new_state.position)), 1)
+    counts = _transition_counts(kernel, local_fn, states, path_length, draws, state_index)
     assert chi_square_rows(counts, matrix) > 1e-4
 
 
@@ -178,13 +169,21 @@ def test_supports_kernel_matches_transition_matrix(x64, space):
     )
     index_of = state_lookup(states)
 
+    counts = _transition_counts(kernel, local_fn, states, path_length, draws, index_of)
+    assert chi_square_rows(counts, matrix) > 1e-4
+
+
+def _transition_counts(kernel, local_fn, states, path_length, draws, index_of):
+    """``counts[i, j]``: how many of `draws` jitted kernel steps from state ``i`` of the
+    enumeration `states` landed in state ``j`` (``index_of`` maps states to rows)."""
+
     @jax.jit
     def step_from(x, keys):
         start = state.init(x, local_fn)
         return jax.vmap(lambda k: kernel(k, start, local_fn, jnp.int32(path_length)))(keys)
 
-    counts = np.zeros_like(matrix)
+    counts = np.zeros((len(states), len(states)))
     for row, x in enumerate(states):
         new_state, _ = step_from(jnp.asarray(x), random.split(random.key(row), draws))
-        np.add.at(counts[row], index_of(new_state.position), 1)
-    assert chi_square_rows(counts, matrix) > 1e-4
+        np.add.at(counts[row], np.asarray(index_of(new_state.position)), 1)
+    return counts
