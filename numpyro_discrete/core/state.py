@@ -43,8 +43,9 @@ def init(position: jax.Array, local_fn: LocalFn) -> State:
 
 
 def select(pred: jax.Array, on_true: Any, on_false: Any) -> Any:
-    """`on_true` where `pred`, else `on_false`, leaf by leaf: a select rather than a
-    conditional, which on CPU costs more than the copy it avoids."""
+    """`on_true` where `pred`, else `on_false`, leaf by leaf (both computed): for the
+    adaptation's scalars and schedules, where a conditional would cost more than it saves.
+    The accept step of a whole chain state uses a conditional instead (:func:`mh_accept`)."""
     return jax.tree.map(lambda a, b: jnp.where(pred, a, b), on_true, on_false)
 
 
