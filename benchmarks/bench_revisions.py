@@ -7,9 +7,15 @@ temporary folder and imported first; its kernel classes are kept, the package is
 from ``sys.modules``, and the working tree's package is imported. Both then run on the same
 model in the same process, alternately, so that machine noise hits both alike.
 
-For each revision and kernel: the seconds to compile a loop of kernel steps (``jit(...)
-.lower().compile()``, every compilation a real one), and the step time after warmup (the
-fastest of several timed loops of ``--steps`` steps, ``block_until_ready``).
+For each revision and kernel, from the kernel's own loop: the seconds to compile a loop of
+kernel steps (``jit(...).lower().compile()``, every compilation a real one), and the step
+time after warmup (the fastest of several timed loops of ``--steps`` steps,
+``block_until_ready``). Then as a user sees it, through numpyro's ``MCMC``: the wall time of
+a first ``run`` of ``--num-warmup`` + ``--num-samples`` (end to end, compilation included),
+the fixed cost of a later ``run`` from ``post_warmup_state`` (its wall time less its
+sampling time, the step time times the number of draws: numpyro traces and compiles its loop
+again), and the minimum ESS over coordinates of that later run's draws per second of
+sampling.
 
     python -m benchmarks.bench_revisions --base 112434b --out-dir benchmarks/results/revisions
 """
@@ -25,8 +31,12 @@ import tempfile
 import time
 from typing import Any
 
+import numpy as np
+
 import jax
 from jax import lax, random
+
+from numpyro.infer import MCMC
 
 from benchmarks import measurement
 from benchmarks.targets import ising_target
@@ -92,11 +102,37 @@ def measure(kernel: Any, num_warmup: int, num_steps: int, repeats: int) -> dict[
     }
 
 
+def measure_mcmc(
+    kernel: Any, num_warmup: int, num_samples: int, ms_per_step: float
+) -> dict[str, float]:
+    """End-to-end wall time of a first ``MCMC.run``, the fixed cost of a later one, and the
+    minimum ESS per sampling second of the later run's draws."""
+    mcmc = MCMC(kernel, num_warmup=num_warmup, num_samples=num_samples, progress_bar=False)
+    start = time.perf_counter()
+    mcmc.run(random.key(1))
+    jax.block_until_ready(mcmc.get_samples())
+    first_run_s = time.perf_counter() - start
+    mcmc.post_warmup_state = mcmc.last_state
+    start = time.perf_counter()
+    mcmc.run(mcmc.post_warmup_state.rng_key)
+    draws = jax.block_until_ready(mcmc.get_samples()["x"])
+    later_run_s = time.perf_counter() - start
+    sampling_s = 1e-3 * ms_per_step * num_samples
+    draws = np.asarray(draws).reshape(1, num_samples, -1)
+    min_ess = float(np.nanmin(measurement.coordinate_ess(draws)))
+    return {
+        "first_run_s": first_run_s,
+        "later_run_fixed_s": later_run_s - sampling_s,
+        "min_ess_per_s": min_ess / sampling_s,
+    }
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base", default=DEFAULT_BASE, help="git revision to compare with")
     parser.add_argument("--p", type=int, default=50, help="Ising lattice side")
     parser.add_argument("--num-warmup", type=int, default=1000)
+    parser.add_argument("--num-samples", type=int, default=5000, help="draws of each MCMC.run")
     parser.add_argument("--steps", type=int, default=2000, help="steps per timed loop")
     parser.add_argument("--repeats", type=int, default=5, help="timed loops per measurement")
     parser.add_argument("--rounds", type=int, default=2, help="alternating rounds")
@@ -116,6 +152,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             for label, package in order:
                 kernel = kernel_for(package, name, model)
                 result = measure(kernel, args.num_warmup, args.steps, args.repeats)
+                measurement.release_compiled_programs()
+                kernel = kernel_for(package, name, model)
+                result |= measure_mcmc(
+                    kernel, args.num_warmup, args.num_samples, result["ms_per_step"]
+                )
                 rows.setdefault(name, {}).setdefault(label, []).append(result)
                 measurement.release_compiled_programs()
 
@@ -125,22 +166,33 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 "compile_s": min(r["compile_s"] for r in results),
                 "ms_per_step": min(r["ms_per_step"] for r in results),
                 "path_length_or_step_size": results[-1]["path_length_or_step_size"],
+                # as a user sees them: medians over the rounds
+                **{
+                    field: float(np.median([r[field] for r in results]))
+                    for field in ("first_run_s", "later_run_fixed_s", "min_ess_per_s")
+                },
             }
             for label, results in by_label.items()
         }
         for name, by_label in rows.items()
     }
     print(
-        f"Ising {args.p}x{args.p} C2, {args.num_warmup} warmup steps, best of "
-        f"{args.rounds} rounds x {args.repeats} loops of {args.steps} steps"
+        f"Ising {args.p}x{args.p} C2, {args.num_warmup} warmup steps; compile and ms/step: "
+        f"best of {args.rounds} rounds x {args.repeats} loops of {args.steps} steps; "
+        f"MCMC.run of {args.num_warmup} + {args.num_samples}: medians over the rounds"
     )
-    print(f"{'kernel':8} {'revision':22} {'compile s':>10} {'ms/step':>9} {'R or alpha':>11}")
+    header = (
+        f"{'kernel':8} {'revision':22} {'compile s':>10} {'ms/step':>9} {'R or alpha':>11} "
+        f"{'first run s':>12} {'later run fixed s':>18} {'min-ESS/s':>10}"
+    )
+    print(header)
     for name, by_label in summary.items():
         for label, values in by_label.items():
             scale = measurement.fmt(values["path_length_or_step_size"])
             print(
                 f"{name:8} {label:22} {values['compile_s']:10.2f} "
-                f"{values['ms_per_step']:9.4f} {scale:>11}"
+                f"{values['ms_per_step']:9.4f} {scale:>11} {values['first_run_s']:12.2f} "
+                f"{values['later_run_fixed_s']:18.2f} {values['min_ess_per_s']:10.1f}"
             )
     result = {
         "settings": vars(args) | {"out_dir": str(args.out_dir)},
