@@ -10,7 +10,8 @@ STAMP := $(VENV)/.installed-dev
 DOCS_STAMP := $(VENV)/.installed-docs
 BENCH_ARGS ?=
 
-.PHONY: venv demo test test-slow lint docs bench bench-binary bench-fhmm bench-rbm
+.PHONY: venv demo test test-slow lint docs bench bench-binary bench-fhmm bench-rbm \
+	bench-structure
 
 venv: $(STAMP)
 
@@ -53,6 +54,11 @@ bench-binary: venv
 
 bench-fhmm: venv
 	$(BIN)/python -m benchmarks.bench_fhmm $(BENCH_ARGS)
+
+# structure detection: ChromaticGibbs and colour-batched ALBP against DiscreteGibbs and a
+# hand-written checkerboard sampler (about 10 minutes on two CPU cores)
+bench-structure: venv
+	$(BIN)/python -m benchmarks.bench_structure $(BENCH_ARGS)
 
 # PCD training of a digits RBM: MH steps per iteration LBP-1 and ALBP need (paper Table 2)
 bench-rbm: venv

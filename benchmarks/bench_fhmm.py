@@ -4,7 +4,7 @@ Benchmark: LBPGibbs against numpyro's mixed samplers on a Bayesian factorial HMM
 
 One process runs, on one simulated FHMM of size ``(L, K)`` (``--L``, ``--K``; targets in
 :mod:`benchmarks.targets`: ``w ~ N(0, 1)^K``, ``b ~ N(0, 1)``, ``sigma ~ HalfNormal(1)``,
-data with ``sigma^2`` of ``--config``, default C2), seven samplers through
+data with ``sigma^2`` of ``--config``, default C2), eight samplers through
 ``numpyro.infer.MCMC``:
 
 - ``LBPGibbs``: :class:`~numpyro_discrete.LBPGibbs` ``(NUTS)``, ALBP on ``X`` with its
@@ -15,6 +15,10 @@ data with ``sigma^2`` of ``--config``, default C2), seven samplers through
   log-ratios evaluated exactly (one vectorised model evaluation per coordinate) - the
   choice when the likelihood is strongly curved in ``X`` (large ``|w| / sigma``), where a
   first-order estimate of a flip's effect is poor and the acceptance collapses;
+- ``LBPGibbs[chromatic]``: the same with ``ChromaticGibbs`` as the discrete block, one sweep
+  over the colour classes of ``X`` per NUTS move, on ``fhmm_elementwise_model`` (the same
+  density with the Markov prior written elementwise, so that the structure is found:
+  ``K`` colours); its **X mean R** is n/a (a sweep has no path length);
 - ``Gibbs[DiscreteGibbs-mod]``: numpyro's
   ``Gibbs([(DiscreteGibbs(model, modified=True), discrete_latent_sites), (NUTS(model), None)])``
   (one Metropolised-Gibbs sweep over all ``L K`` coordinates per step);
@@ -101,7 +105,7 @@ from numpyro.infer import HMC, MCMC, NUTS, DiscreteGibbs, DiscreteHMCGibbs, Gibb
 from numpyro.infer.gibbs import discrete_latent_sites
 from numpyro.infer.mcmc import MCMCKernel
 
-from numpyro_discrete import ALBP, LBPGibbs
+from numpyro_discrete import ALBP, ChromaticGibbs, LBPGibbs
 
 from benchmarks.measurement import (
     PROBE_DRAWS,
@@ -116,7 +120,12 @@ from benchmarks.measurement import (
     probe_seconds,
     release_compiled_programs,
 )
-from benchmarks.targets import fhmm_data, fhmm_enumerated_model, fhmm_model
+from benchmarks.targets import (
+    fhmm_data,
+    fhmm_elementwise_model,
+    fhmm_enumerated_model,
+    fhmm_model,
+)
 
 DEFAULT_OUT_DIR = Path(__file__).resolve().parent / "results"
 GIBBS_TYPE = ("Gibbs[DiscreteGibbs-mod]", "DiscreteHMCGibbs", "MixedHMC")
@@ -130,7 +139,8 @@ class Method:
     - **samples_x** - whether the kernel samples ``X`` (False when it is summed out).
     - **sweep_based** - whether it takes the ``--gibbs-*`` step counts.
     - **reports_discrete_move** - whether its state has the discrete block's
-      ``accept_prob`` and ``path_length`` (reported as means over the draws).
+      `discrete_fields` (reported as means over the draws).
+    - **discrete_fields** - those fields: ``accept_prob`` and, for ALBP, ``path_length``.
     """
 
     name: str
@@ -138,6 +148,7 @@ class Method:
     samples_x: bool
     sweep_based: bool
     reports_discrete_move: bool = False
+    discrete_fields: tuple[str, ...] = ("accept_prob", "path_length")
 
 
 METHODS = (
@@ -155,6 +166,18 @@ METHODS = (
         True,
         False,
         True,
+    ),
+    # the elementwise form of the model in place of `m` (the same density, whose structure
+    # ChromaticGibbs finds); both blocks must be built on the same model
+    Method(
+        "LBPGibbs[chromatic]",
+        lambda m, e: LBPGibbs(
+            NUTS(fhmm_elementwise_model), discrete_kernel=ChromaticGibbs(fhmm_elementwise_model)
+        ),
+        True,
+        False,
+        True,
+        ("accept_prob",),
     ),
     Method(
         "Gibbs[DiscreteGibbs-mod]",
@@ -340,7 +363,7 @@ def run_method(
         )
         mcmc.num_samples, mcmc.thinning = chunk, row.thinning
     draws: dict[str, list[np.ndarray]] = {"w": [], "x": []}
-    extra_fields = ("accept_prob", "path_length") if method.reports_discrete_move else ()
+    extra_fields = method.discrete_fields if method.reports_discrete_move else ()
     moves: dict[str, list[np.ndarray]] = {name: [] for name in extra_fields}
     chunk_s: list[float] = []
     for _ in range(num_chunks):
@@ -371,7 +394,8 @@ def run_method(
     row.chunk_s = chunk_s
     if moves:
         row.discrete_accept_prob = float(np.concatenate(moves["accept_prob"]).mean())
-        row.mean_path_length = float(np.concatenate(moves["path_length"]).mean())
+        if "path_length" in moves:
+            row.mean_path_length = float(np.concatenate(moves["path_length"]).mean())
     w = np.concatenate(draws["w"], axis=1)
     row.ess_w_min = float(np.nanmin(coordinate_ess(w)))
     row.ess_w_per_s = row.ess_w_min / row.sampling_s

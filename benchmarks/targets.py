@@ -1,7 +1,7 @@
 """Benchmark targets from Sun, Dai and Schuurmans (2022, Appendix D), as numpyro models.
 
 Each builder returns a :class:`Target`: a model without arguments whose only latent site
-is the binary site ``"x"``, so that :class:`~numpyro_discrete.LBP`,
+is the binary (Potts: categorical) site ``"x"``, so that :class:`~numpyro_discrete.LBP`,
 :class:`~numpyro_discrete.ALBP` and numpyro's :class:`~numpyro.infer.DiscreteGibbs` all run
 it unchanged. Parameters are drawn once from a fixed numpy seed, so a target is the same
 in every process.
@@ -13,8 +13,10 @@ in every process.
   ``y_l ~ N(w . x_l + b, sigma^2)``, ``w ~ N(w_loc, w_scale^2)^K``, ``b ~ N(0, 1)``,
   ``sigma ~ HalfNormal(1)``; data simulated at ``sigma^2 = 2, 1, 0.5`` (C1..C3). Two
   forms of the same model: ``X`` as one ``(L, K)`` Bernoulli site with the Markov prior
-  added as a factor (for the discrete samplers), and ``X`` summed out by numpyro's
-  enumeration over the ``2^K`` joint states of a time step (for NUTS alone).
+  added as a factor (for the discrete samplers; ``fhmm_elementwise_model`` writes that
+  factor elementwise, one term per transition, so that structure detection sees the
+  chains), and ``X`` summed out by numpyro's enumeration over the ``2^K`` joint states of
+  a time step (for NUTS alone).
 - **Ising** (``ising``): ``x`` of shape ``(p, p)`` on an open lattice, spins
   ``s = 2 x - 1``, ``log pi(x) = sum_i a_i s_i - lambda sum_<ij> s_i s_j + const``,
   where ``<ij>`` runs over the unordered horizontal and vertical neighbour pairs (each
@@ -22,7 +24,15 @@ in every process.
   ``(v1 - p/2)^2 + (v2 - p/2)^2 <= p^2/2`` (``v1, v2 = 0..p-1`` the row and column of
   site ``i``) and ``a_i ~ U(-2c, c)`` outside it; ``(c, lambda) = (0.2, 0.1),
   (0.3, 0.15), (0.4, 0.2)`` for C1..C3. The energy is computed with array shifts, ``O(N)``
-  per evaluation.
+  per evaluation. ``elementwise=True`` writes the same log density as three elementwise
+  factors (the field, the horizontal and the vertical pairs, one term per site or pair)
+  instead of one scalar factor, so that structure detection sees a lattice (2 colours).
+- **Potts** (``potts``): ``x`` of shape ``(p, p)``, 3 colours, ``x_i ~ Categorical(logits=h_i)``
+  with fields ``h_i ~ N(0, 0.5^2)^3`` and ``beta sum_<ij> J[x_i, x_j]`` with ``J`` the
+  identity (each unordered neighbour pair once, ``beta = 0.6``), the colours used as
+  indices into the tables (the target of ``benchmarks/bench_supports.py``, same field for
+  the same seed). ``elementwise=True`` writes the pair terms as two elementwise factors
+  (horizontal, vertical) instead of one sum.
 
 .. note:: The paper writes the pair sum over the directed edge set (both orientations of
     each pair), which read literally doubles ``lambda``; here each pair is counted once, as
@@ -65,6 +75,9 @@ __all__ = [
     "ising_energy",
     "ising_field",
     "ising_target",
+    "POTTS_BETA",
+    "POTTS_COLOURS",
+    "potts_target",
     "FHMM_NOISE_SCALES",
     "FHMMData",
     "fhmm_data",
@@ -72,6 +85,7 @@ __all__ = [
     "fhmm_joint_states",
     "fhmm_markov_log_prior",
     "fhmm_model",
+    "fhmm_elementwise_model",
     "BinaryTarget",
     "bernoulli_binary",
     "fhmm_binary",
@@ -150,8 +164,16 @@ def ising_energy(x: jax.Array, field: jax.Array, lam: float) -> jax.Array:
     return jnp.sum(field * s) - lam * pairs
 
 
-def ising_target(p: int = 50, config: str = "C2", seed: int = 0) -> Target:
-    """Ising model on a ``p x p`` open lattice with the ``(c, lambda)`` of `config`."""
+def ising_target(
+    p: int = 50, config: str = "C2", seed: int = 0, *, elementwise: bool = False
+) -> Target:
+    """Ising model on a ``p x p`` open lattice with the ``(c, lambda)`` of `config`.
+
+    :param elementwise: write ``log pi`` as the elementwise factors ``"field"``
+        (``a_i s_i``), ``"right"`` and ``"down"`` (``-lambda s_i s_j`` of each horizontal and
+        vertical pair) instead of the one scalar factor ``"ising"``: the same log density,
+        whose structure (a lattice, 2 colours) the kernels detect. The name gets ``-ew``.
+    """
     c, lam = ISING_CONFIGS[config]
     field_np = ising_field(p, c, seed)
     field_jnp = jnp.asarray(field_np)
@@ -160,12 +182,70 @@ def ising_target(p: int = 50, config: str = "C2", seed: int = 0) -> Target:
         x = numpyro.sample("x", dist.Bernoulli(0.5).expand([p, p]))
         numpyro.factor("ising", ising_energy(x, field_jnp, lam))
 
+    def elementwise_model() -> None:
+        x = numpyro.sample("x", dist.Bernoulli(0.5).expand([p, p]))
+        s = 2 * x - 1
+        numpyro.factor("field", field_jnp * s)
+        # open lattice: slices, not rolls, so that the energy is that of `ising_energy`
+        numpyro.factor("right", -lam * (s[:, :-1] * s[:, 1:]))
+        numpyro.factor("down", -lam * (s[:-1, :] * s[1:, :]))
+
     return Target(
-        name=f"ising-{p}-{config}",
+        name=f"ising-{p}-{config}" + ("-ew" if elementwise else ""),
+        model=elementwise_model if elementwise else model,
+        num_coords=p * p,
+        shape=(p, p),
+        params={
+            "config": config,
+            "c": c,
+            "lambda": lam,
+            "field": field_np,
+            "elementwise": elementwise,
+        },
+    )
+
+
+#: Colours and coupling of the Potts target.
+POTTS_COLOURS = 3
+POTTS_BETA = 0.6
+
+
+def potts_target(
+    p: int = 30, seed: int = 0, *, beta: float = POTTS_BETA, elementwise: bool = False
+) -> Target:
+    """The 3-state Potts model on a ``p x p`` open lattice, colours used as table indices
+    (``benchmarks/bench_supports.py``'s target, the same field for the same seed).
+
+    :param elementwise: the pair terms as the elementwise factors ``"down"`` and
+        ``"right"`` (one term per neighbour pair) instead of one scalar factor ``"pairs"``:
+        the same log density, whose structure (a lattice, 2 colours) the kernels detect.
+        The name gets ``-ew``.
+    """
+    field_np = np.random.default_rng(seed).normal(0.0, 0.5, (p, p, POTTS_COLOURS))
+    field_jnp = jnp.asarray(field_np)
+    interaction = beta * jnp.eye(POTTS_COLOURS)
+
+    def model() -> None:
+        x = numpyro.sample("x", dist.Categorical(logits=field_jnp))
+        vertical = interaction[x[1:, :], x[:-1, :]]
+        horizontal = interaction[x[:, 1:], x[:, :-1]]
+        if elementwise:
+            numpyro.factor("down", vertical)
+            numpyro.factor("right", horizontal)
+        else:
+            numpyro.factor("pairs", jnp.sum(vertical) + jnp.sum(horizontal))
+
+    return Target(
+        name=f"potts-{p}" + ("-ew" if elementwise else ""),
         model=model,
         num_coords=p * p,
         shape=(p, p),
-        params={"config": config, "c": c, "lambda": lam, "field": field_np},
+        params={
+            "colours": POTTS_COLOURS,
+            "beta": beta,
+            "field": field_np,
+            "elementwise": elementwise,
+        },
     )
 
 
@@ -243,6 +323,26 @@ def fhmm_model(y: jax.Array, num_chains: int, w_loc: Any = 0.0, w_scale: Any = 1
     w, b, sigma = _fhmm_parameters(num_chains, w_loc, w_scale)
     x = numpyro.sample("x", dist.Bernoulli(0.5).expand([num_steps, num_chains]))
     numpyro.factor("x_markov", fhmm_markov_log_prior(x) + num_steps * num_chains * np.log(2.0))
+    numpyro.sample("y", dist.Normal(x @ w + b, sigma), obs=y)
+
+
+def fhmm_elementwise_model(
+    y: jax.Array, num_chains: int, w_loc: Any = 0.0, w_scale: Any = 1.0
+) -> None:
+    """:func:`fhmm_model` with the Markov prior written elementwise: the factors
+    ``"x_init"`` (``(K,)``, the first step) and ``"x_markov"`` (``(L - 1, K)``, one term per
+    transition), each term plus ``log 2`` to replace the uniform prior of its coordinate.
+    The same log density; structure detection sees each ``x_{l,k}`` interact with
+    ``x_{l +- 1,k}`` and with the ``x_{l,k'}`` of its observation (``K`` colours)."""
+    num_steps = y.shape[0]
+    w, b, sigma = _fhmm_parameters(num_chains, w_loc, w_scale)
+    x = numpyro.sample("x", dist.Bernoulli(0.5).expand([num_steps, num_chains]))
+    xf = jnp.asarray(x, jnp.result_type(float))
+    first = xf[0] * np.log(FHMM_INIT_PROB) + (1 - xf[0]) * np.log1p(-FHMM_INIT_PROB)
+    same = xf[1:] * xf[:-1] + (1 - xf[1:]) * (1 - xf[:-1])
+    stay = same * np.log(FHMM_STAY_PROB) + (1 - same) * np.log1p(-FHMM_STAY_PROB)
+    numpyro.factor("x_init", first + np.log(2.0))
+    numpyro.factor("x_markov", stay + np.log(2.0))
     numpyro.sample("y", dist.Normal(x @ w + b, sigma), obs=y)
 
 

@@ -195,3 +195,48 @@ def test_bench_supports_quick(tmp_path):
     for key, row in rows.items():
         for field in ("ess_min", "sampling_s", "ess_min_per_s", "ess_min_per_s_vs_gibbs"):
             assert _is_finite_number(row[field]) and row[field] > 0, (key, field)
+
+
+@pytest.mark.slow
+def test_bench_structure_quick(tmp_path, monkeypatch):
+    """``benchmarks/bench_structure.py --quick``: every sampler on the elementwise Ising and
+    Potts lattices with finite rates and ratios, 2 colours found on both (and one per
+    coordinate on their summed forms), the two forms equal, detection timed at both sizes."""
+    monkeypatch.syspath_prepend(str(ROOT))
+    bench = importlib.import_module("benchmarks.bench_structure")
+    _run_quick("bench_structure", tmp_path)
+    assert (tmp_path / "bench_structure.md").stat().st_size > 0
+    result = json.loads((tmp_path / "bench_structure.json").read_text())
+    _check_bench_structure(bench, result)
+
+
+def _check_bench_structure(bench, result):
+    rows = {(row["family"], row["sampler"]): row for row in result["rows"]}
+    expected = {(f, spec.name) for f in ("ising", "potts") for spec in bench.sampler_specs(f)}
+    assert set(rows) == expected and len(result["rows"]) == len(expected)
+    for key, row in rows.items():
+        for field in ("ess_min", "ess_min_per_step", "ms_per_step", "sampling_s",
+                      "ess_min_per_s", "first_run_s", "ess_min_per_s_vs_gibbs"):  # fmt: skip
+            assert _is_finite_number(row[field]) and row[field] > 0, (key, field, row[field])
+        assert _is_finite_number(row["later_run_fixed_s"]), key
+        assert row["num_undefined_ess"] == 0, key
+        if key[0] == "ising":
+            assert _is_finite_number(row["ess_min_per_s_vs_checkerboard"]), key
+    assert rows["ising", bench.GIBBS]["ess_min_per_s_vs_gibbs"] == 1.0
+    assert rows["ising", bench.CHECKERBOARD]["ess_min_per_s_vs_checkerboard"] == 1.0
+    for family in ("ising", "potts"):
+        assert rows[family, "ALBP"]["weights"] == "exact"
+        for sampler in ("ALBP", "ChromaticGibbs"):
+            assert rows[family, sampler]["num_colours"] == 2, (family, sampler)
+        # a valid colouring: every class's joint move is accepted
+        assert rows[family, "ChromaticGibbs"]["acceptance"] > 0.999
+    assert rows["ising", "ALBP-gradient"]["weights"] == "gradient"
+    assert result["forms_agree"] and all(item["equal"] for item in result["forms_agree"])
+    for summary in result["structures"]:
+        elementwise = summary["target"].endswith("-ew")
+        colours = 2 if elementwise else summary["num_coords"]
+        assert summary["num_colours"] == colours, summary
+    assert len(result["detection"]) == 2
+    for item in result["detection"]:
+        assert item["num_colours"] == 2
+        assert _is_finite_number(item["detect_and_colour_s"]) and item["traced_peak_mb"] > 0

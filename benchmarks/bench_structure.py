@@ -1,0 +1,829 @@
+"""
+Benchmark: structure detection, chromatic Gibbs and colour-batched exact ratios
+==============================================================================
+
+At ``init``, every kernel of the package reads which flat coordinates each term of the
+model's log joint depends on and colours the interaction graph; ``weights="auto"`` then uses
+colour-batched exact local ratios when they are cheap, and :class:`~numpyro_discrete.ChromaticGibbs`
+sweeps the colour classes. This script measures what that buys, side by side in one process:
+
+- **ising** - the Ising model of :mod:`benchmarks.targets` (``p = 50``, C2, open lattice),
+  written elementwise (``ising_target(..., elementwise=True)``: the field and each edge
+  direction as their own elementwise factors, 2 colours). Samplers: ``ChromaticGibbs``,
+  ``ALBP`` (auto weights: exact, colour-batched), ``ALBP(weights="gradient")``, numpyro's
+  ``DiscreteGibbs`` (one systematic sweep per step) and **checkerboard**, a hand-written
+  Gibbs sampler in plain JAX (the two colours of the open lattice, each half drawn at once
+  from its exact conditional given the field and the neighbour sums, a ``jax.lax.scan`` over
+  sweeps, jitted): the speed a user could reach by hand.
+- **potts** - the 3-state Potts model (``p = 30``, colours used as indices into the field
+  and the coupling tables, ``potts_target(..., elementwise=True)``: the two directions of
+  neighbour pairs as elementwise factors). Samplers: ``ALBP`` (auto: exact,
+  colour-batched), ``ChromaticGibbs``, ``DiscreteGibbs``.
+- **detection** - the wall time and memory of ``detect_dependencies`` + ``term_structure``
+  on the elementwise Ising lattice at ``N = 10^4`` and ``10^5`` coordinates, on the term
+  function the kernels use (``DiscreteTarget.from_model(...).log_terms()``), and the colour
+  count of every model, in both its elementwise and its summed (one scalar factor) form.
+
+Before sampling, the script checks that the elementwise and the summed form of each model
+have the same log density at random states (numpyro's ``log_density``; it stops otherwise).
+
+Metrics (after warmup; one chain):
+
+- **weights / colours** - the kernel's ``weights_mode`` and ``num_colours`` after ``init``.
+- **acc** - mean ``accept_prob``: ALBP's MH acceptance; ChromaticGibbs's mean over the
+  classes of a sweep (1 for a valid colouring); n/a for DiscreteGibbs and checkerboard
+  (exact Gibbs updates). **R** - ALBP's path length after warmup.
+- **ESS mean / min** - ``numpyro.diagnostics.effective_sample_size`` of every coordinate (the
+  integer value: the spin, or the Potts colour label), mean and min over coordinates;
+  **ESS Ham.** (JSON) - of the Hamming distance to a fixed random reference state.
+- **ESS/step** - ESS min per step of that sampler: a ChromaticGibbs, DiscreteGibbs or
+  checkerboard step is a sweep over all ``N`` coordinates, an ALBP step one MH move of about
+  ``R`` coordinates.
+- **ms/step** - steady-state cost of one step: the kernel's ``sample`` (or the hand-written
+  sweep) in a jitted ``fori_loop`` started from the post-warmup state, the loop length grown
+  until one loop takes ``--min-timing-seconds``, then the fastest of ``--timing-repeats``
+  timed loops (``jax.block_until_ready``). The loop's compilation is timed apart
+  (``jit(...).lower(...).compile()``, **loop compile s** in the JSON).
+- **first run s** - what a user waits for: building the kernel and ``MCMC`` and one
+  ``mcmc.run(key)`` of ``num_warmup + num_samples`` steps (kernel ``init`` with structure
+  detection, numpyro's tracing, compilation, warmup, sampling), timed up to
+  ``jax.block_until_ready`` on the samples. For checkerboard: ``jit`` of the whole run (warmup
+  loop and a ``scan`` collecting the draws) and its first call.
+- **compile s** - the fixed cost of that first run: first run s minus its
+  ``num_warmup + num_samples`` steps at the steady ms/step (initialisation, structure
+  detection, tracing and compilation; ALBP's early warmup steps are cheaper than its steady
+  ones, so its value is slightly low).
+- **later run s** (fixed) - the fixed cost of a later run: a second ``mcmc.run`` of
+  ``num_samples`` steps from ``mcmc.post_warmup_state = mcmc.last_state`` (what a user
+  calls to draw more), minus its steps at the steady ms/step. numpyro re-traces its sampling
+  loop and compiles it again on every ``run`` (JAX's persistent compilation cache is off, as
+  for a user who did not turn it on). Checkerboard calls its jitted function again (a cache
+  hit: only the dispatch).
+- **minESS/s** - ESS min per second of sampling, the sampling time being ms/step times the
+  draws (compilation and per-run costs apart). The draws are the ``num_samples`` of the
+  first run and the ``num_samples`` of the later run (one continuous chain), so ``draws`` is
+  twice ``--num-samples``.
+- **x Gibbs / x checkerboard** - minESS/s over that of ``DiscreteGibbs`` / checkerboard on
+  the same target.
+
+The tables also check the targets of the issue that added structure detection (met or not;
+meaningless at ``--quick`` sizes): on Ising, ChromaticGibbs at least 0.5x checkerboard and
+100x DiscreteGibbs; on Potts, ALBP at least 5x and ChromaticGibbs at least 100x
+DiscreteGibbs; detection and colouring at most 5 s at ``N = 10^5``.
+
+Detection: for each size, ``DiscreteTarget.from_model`` is timed once (the whole ``init``
+of the structure, cold: tracing, detection, colouring, weights; **init s** and the increase
+of the process's peak resident memory, **RSS +MB**: a lower bound, the peak of the process
+so far), then ``detect_dependencies`` and ``term_structure`` are timed apart on its term
+function (**detect s**, **colour s**), then run again under ``tracemalloc``
+(**traced peak MB**: the peak of the Python and numpy allocations of one detection and
+colouring; XLA's buffers are not traced).
+
+Usage (from the repository root)::
+
+    python -m benchmarks.bench_structure            # full size, under 10 min on 2 cores
+    python -m benchmarks.bench_structure --quick --out-dir /tmp/bs   # smoke test, < 2 min
+    python -m benchmarks.bench_structure --targets ising detection --num-samples 2000
+
+Outputs: the markdown tables on stdout, ``bench_structure.json`` and ``bench_structure.md``
+in ``--out-dir`` (default ``benchmarks/results``; a ``--quick`` run without ``--out-dir``
+writes to ``bench_structure_quick`` in the temporary folder, never to the results).
+"""
+
+import argparse
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+import json
+import math
+import os
+from pathlib import Path
+import resource
+import tempfile
+import time
+import tracemalloc
+from typing import Any
+
+import numpy as np
+
+import jax
+from jax import lax, random
+import jax.numpy as jnp
+
+import numpyro
+from numpyro.infer import MCMC, DiscreteGibbs
+from numpyro.infer.util import log_density
+
+from numpyro_discrete import ALBP, ChromaticGibbs
+from numpyro_discrete.model.target import DiscreteTarget
+from numpyro_discrete.structure.colouring import term_structure
+from numpyro_discrete.structure.dependencies import detect_dependencies
+
+from benchmarks.measurement import (
+    coordinate_ess,
+    environment,
+    expected_jump_distance,
+    fmt,
+    hamming_ess,
+    json_ready,
+    release_compiled_programs,
+)
+from benchmarks.targets import Target, ising_target, potts_target
+
+DEFAULT_OUT_DIR = Path(__file__).resolve().parent / "results"
+QUICK_OUT_DIR = Path(tempfile.gettempdir()) / "bench_structure_quick"
+SITE = "x"
+GIBBS = "DiscreteGibbs"
+CHECKERBOARD = "checkerboard"
+
+FULL = {
+    "ising_p": 50,
+    "potts_p": 30,
+    "num_warmup": 1000,
+    "num_samples": 5000,
+    "gibbs_num_warmup": 50,
+    "gibbs_num_samples": 250,
+    "detect_sizes": [10_000, 100_000],
+    "min_timing_seconds": 0.5,
+    "timing_repeats": 3,
+}
+QUICK = {
+    "ising_p": 8,
+    "potts_p": 8,
+    "num_warmup": 100,
+    "num_samples": 300,
+    "gibbs_num_warmup": 10,
+    "gibbs_num_samples": 40,
+    "detect_sizes": [100, 1000],
+    "min_timing_seconds": 0.05,
+    "timing_repeats": 2,
+}
+
+#: ``(target family, sampler, reference sampler, minimum ratio of minESS/s)`` of the issue.
+ISSUE_TARGETS = (
+    ("ising", "ChromaticGibbs", CHECKERBOARD, 0.5),
+    ("ising", "ChromaticGibbs", GIBBS, 100.0),
+    ("potts", "ALBP", GIBBS, 5.0),
+    ("potts", "ChromaticGibbs", GIBBS, 100.0),
+)
+#: Seconds allowed to detection and colouring at ``N = 10^5``.
+DETECTION_BUDGET_S = 5.0
+
+
+@dataclass(frozen=True)
+class SamplerSpec:
+    """
+    - **name** - label in the tables.
+    - **make** - ``model -> kernel``; None for the hand-written checkerboard sampler.
+    - **extra_fields** - state fields collected besides the samples.
+    - **sweeps** - whether it takes the ``--gibbs-*`` step counts (DiscreteGibbs).
+    """
+
+    name: str
+    make: Callable[[Callable], Any] | None
+    extra_fields: tuple[str, ...] = ()
+    sweeps: bool = False
+
+
+ALBP_FIELDS = ("accept_prob", "path_length", "num_changed")
+CHROMATIC_FIELDS = ("accept_prob", "num_changed")
+
+
+def sampler_specs(family: str) -> list[SamplerSpec]:
+    """The samplers of the ``"ising"`` or ``"potts"`` target, in the order they run."""
+    chromatic = SamplerSpec("ChromaticGibbs", ChromaticGibbs, CHROMATIC_FIELDS)
+    albp = SamplerSpec("ALBP", ALBP, ALBP_FIELDS)
+    gibbs = SamplerSpec(GIBBS, DiscreteGibbs, (), sweeps=True)
+    if family == "ising":
+        gradient = SamplerSpec(
+            "ALBP-gradient", lambda model: ALBP(model, weights="gradient"), ALBP_FIELDS
+        )
+        return [chromatic, albp, gradient, gibbs, SamplerSpec(CHECKERBOARD, None)]
+    return [albp, chromatic, gibbs]
+
+
+@dataclass
+class Row:
+    """One (target, sampler) result; None where a metric does not apply."""
+
+    target: str
+    family: str
+    sampler: str
+    weights: str | None
+    num_colours: int | None
+    num_coords: int
+    num_warmup: int
+    num_draws: int
+    acceptance: float | None
+    final_R: float | None
+    ejd: float
+    ess_mean: float
+    ess_min: float
+    num_undefined_ess: int
+    ess_hamming: float
+    ess_min_per_step: float
+    ms_per_step: float
+    loop_compile_s: float
+    first_run_s: float
+    first_run_fixed_s: float
+    later_run_s: float
+    later_run_fixed_s: float
+    sampling_s: float
+    ess_min_per_s: float
+    ess_hamming_per_s: float
+    ess_min_per_s_vs_gibbs: float | None = None
+    ess_min_per_s_vs_checkerboard: float | None = None
+
+
+# --- steady-state step time -----------------------------------------------------------------
+
+
+def step_timing(
+    step: Callable[[Any], Any], state: Any, min_seconds: float, repeats: int
+) -> tuple[float, float]:
+    """``(compile_s, seconds_per_step)`` of `step` in a jitted ``fori_loop`` from `state`:
+    the loop (whose length is an argument) compiled once and timed apart, its length grown
+    until a loop takes `min_seconds`, then the fastest of `repeats` loops of that length."""
+
+    def loop(state: Any, num_steps: jax.Array) -> Any:
+        return lax.fori_loop(0, num_steps, lambda _, s: step(s), state)
+
+    start = time.perf_counter()
+    compiled = jax.jit(loop).lower(state, jnp.int32(1)).compile()
+    compile_s = time.perf_counter() - start
+    state = jax.block_until_ready(compiled(state, jnp.int32(1)))
+
+    def timed(num_steps: int) -> float:
+        nonlocal state
+        start = time.perf_counter()
+        state = jax.block_until_ready(compiled(state, jnp.int32(num_steps)))
+        return time.perf_counter() - start
+
+    num_steps, elapsed = 2, timed(2)
+    while elapsed < min_seconds:
+        num_steps = math.ceil(num_steps * min(10.0, 1.2 * min_seconds / max(elapsed, 1e-5)))
+        elapsed = timed(num_steps)
+    best = min([elapsed] + [timed(num_steps) for _ in range(repeats - 1)])
+    return compile_s, best / num_steps
+
+
+# --- the hand-written checkerboard Gibbs sampler --------------------------------------------
+
+
+def checkerboard_gibbs(field: np.ndarray, lam: float) -> tuple[Callable, Callable]:
+    """Chromatic Gibbs by hand for :func:`~benchmarks.targets.ising_target`'s density
+    ``sum_i a_i s_i - lam sum_<ij> s_i s_j`` on the open lattice: ``P(s_i = 1 | rest) =
+    sigmoid(2 (a_i - lam n_i))`` with ``n_i`` the sum of the neighbour spins, one colour
+    of the checkerboard at a time. Returns ``(sweep, run)``: ``sweep((s, key)) -> (s, key)``
+    and ``run(key, s, num_warmup, num_samples) -> ((s, key), draws)``, the draws
+    ``x = (s + 1) / 2`` of each post-warmup sweep, ``(num_samples, p, p)`` int8; jit `run`
+    with `num_samples` static (the scan's length)."""
+    field = jnp.asarray(field, jnp.float32)
+    rows, cols = np.indices(field.shape)
+    black = jnp.asarray((rows + cols) % 2 == 0)
+
+    def neighbour_sum(s: jax.Array) -> jax.Array:
+        padded = jnp.pad(s, 1)  # open lattice: zero spins outside
+        return padded[:-2, 1:-1] + padded[2:, 1:-1] + padded[1:-1, :-2] + padded[1:-1, 2:]
+
+    def half_sweep(s: jax.Array, key: jax.Array, colour: jax.Array) -> jax.Array:
+        p_up = jax.nn.sigmoid(2.0 * (field - lam * neighbour_sum(s)))
+        new = jnp.where(random.uniform(key, s.shape) < p_up, 1.0, -1.0)
+        return jnp.where(colour, new, s)
+
+    def sweep(carry: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
+        s, key = carry
+        key, key_black, key_white = random.split(key, 3)
+        s = half_sweep(s, key_black, black)
+        return half_sweep(s, key_white, ~black), key
+
+    def run(
+        key: jax.Array, s: jax.Array, num_warmup: jax.Array, num_samples: int
+    ) -> tuple[tuple[jax.Array, jax.Array], jax.Array]:
+        carry = lax.fori_loop(0, num_warmup, lambda _, c: sweep(c), (s, key))
+
+        def collect(c: tuple, _: None) -> tuple[tuple, jax.Array]:
+            c = sweep(c)
+            return c, ((c[0] + 1) // 2).astype(jnp.int8)
+
+        return lax.scan(collect, carry, None, length=num_samples)
+
+    return sweep, run
+
+
+# --- running --------------------------------------------------------------------------------
+
+
+@dataclass
+class Draws:
+    """What a sampler produced, before the metrics."""
+
+    x: np.ndarray  # (1, draws, N)
+    extra: dict[str, np.ndarray]
+    first_run_s: float
+    later_run_s: float
+    loop_compile_s: float
+    seconds_per_step: float
+    weights: str | None = None
+    num_colours: int | None = None
+
+
+def run_mcmc(
+    spec: SamplerSpec,
+    model: Callable,
+    key: jax.Array,
+    num_warmup: int,
+    num_samples: int,
+    min_seconds: float,
+    repeats: int,
+) -> Draws:
+    """A first ``MCMC.run`` as a user calls it, a later one from its last state, then the
+    steady step time of the kernel's ``sample`` from there."""
+    fields = spec.extra_fields
+    start = time.perf_counter()
+    kernel = spec.make(model)
+    mcmc = MCMC(kernel, num_warmup=num_warmup, num_samples=num_samples, progress_bar=False)
+    mcmc.run(key, extra_fields=fields)
+    jax.block_until_ready(mcmc.get_samples()[SITE])
+    first_run_s = time.perf_counter() - start
+    draws = [np.asarray(mcmc.get_samples()[SITE]).reshape(num_samples, -1)]
+    extras = [{k: np.asarray(v) for k, v in mcmc.get_extra_fields().items()}]
+
+    mcmc.post_warmup_state = mcmc.last_state
+    start = time.perf_counter()
+    mcmc.run(mcmc.post_warmup_state.rng_key, extra_fields=fields)
+    jax.block_until_ready(mcmc.get_samples()[SITE])
+    later_run_s = time.perf_counter() - start
+    draws.append(np.asarray(mcmc.get_samples()[SITE]).reshape(num_samples, -1))
+    extras.append({k: np.asarray(v) for k, v in mcmc.get_extra_fields().items()})
+
+    loop_compile_s, per_step = step_timing(
+        lambda s: kernel.sample(s, (), {}), mcmc.last_state, min_seconds, repeats
+    )
+    modes = getattr(kernel, "weights_mode", None)
+    return Draws(
+        x=np.concatenate(draws)[None].astype(np.int8),
+        extra={k: np.concatenate([e[k] for e in extras]) for k in fields},
+        first_run_s=first_run_s,
+        later_run_s=later_run_s,
+        loop_compile_s=loop_compile_s,
+        seconds_per_step=per_step,
+        weights=None if modes is None else modes[SITE],
+        num_colours=getattr(kernel, "num_colours", None),
+    )
+
+
+def run_checkerboard(
+    target: Target,
+    key: jax.Array,
+    num_warmup: int,
+    num_samples: int,
+    min_seconds: float,
+    repeats: int,
+) -> Draws:
+    """The hand-written sampler, timed like :func:`run_mcmc`: a first call of its jitted run
+    (compilation included) from uniform random spins, a later call from its last state,
+    then the steady step time of its sweep."""
+    start = time.perf_counter()
+    sweep, run = checkerboard_gibbs(target.params["field"], float(target.params["lambda"]))
+    jitted = jax.jit(run, static_argnums=3)
+    key_init, key_run = random.split(key)
+    s0 = 2.0 * random.bernoulli(key_init, 0.5, target.shape).astype(jnp.float32) - 1.0
+    warmup = jnp.int32(num_warmup)
+    carry, first = jax.block_until_ready(jitted(key_run, s0, warmup, num_samples))
+    first_run_s = time.perf_counter() - start
+
+    # the same program again (no warmup): a cache hit, as a user's second call
+    start = time.perf_counter()
+    carry, later = jax.block_until_ready(jitted(carry[1], carry[0], jnp.int32(0), num_samples))
+    later_run_s = time.perf_counter() - start
+    loop_compile_s, per_step = step_timing(sweep, carry, min_seconds, repeats)
+    x = np.concatenate([np.asarray(first), np.asarray(later)]).reshape(1, 2 * num_samples, -1)
+    return Draws(x, {}, first_run_s, later_run_s, loop_compile_s, per_step, None, 2)
+
+
+def measure_row(
+    target: Target,
+    family: str,
+    spec: SamplerSpec,
+    draws: Draws,
+    num_warmup: int,
+    num_samples: int,
+    reference: np.ndarray,
+) -> Row:
+    """Every metric of one sampler's draws and timings."""
+    x = draws.x
+    ess = coordinate_ess(x)
+    defined = np.isfinite(ess)
+    ess_mean = float(ess[defined].mean()) if defined.any() else math.nan
+    ess_min = float(ess[defined].min()) if defined.any() else math.nan
+    ess_ham = hamming_ess(x, reference)
+    per_step = draws.seconds_per_step
+    num_draws = x.shape[1]
+    sampling_s = per_step * num_draws
+
+    def mean_of(field: str) -> float | None:
+        return float(np.mean(draws.extra[field])) if field in draws.extra else None
+
+    def rate(value: float) -> float:
+        return value / sampling_s if sampling_s > 0 else math.nan
+
+    return Row(
+        target=target.name,
+        family=family,
+        sampler=spec.name,
+        weights=draws.weights,
+        num_colours=draws.num_colours,
+        num_coords=target.num_coords,
+        num_warmup=num_warmup,
+        num_draws=num_draws,
+        acceptance=mean_of("accept_prob"),
+        final_R=mean_of("path_length"),
+        ejd=expected_jump_distance(x),
+        ess_mean=ess_mean,
+        ess_min=ess_min,
+        num_undefined_ess=int((~defined).sum()),
+        ess_hamming=ess_ham,
+        ess_min_per_step=ess_min / num_draws,
+        ms_per_step=1e3 * per_step,
+        loop_compile_s=draws.loop_compile_s,
+        first_run_s=draws.first_run_s,
+        first_run_fixed_s=draws.first_run_s - (num_warmup + num_samples) * per_step,
+        later_run_s=draws.later_run_s,
+        later_run_fixed_s=draws.later_run_s - num_samples * per_step,
+        sampling_s=sampling_s,
+        ess_min_per_s=rate(ess_min),
+        ess_hamming_per_s=rate(ess_ham),
+    )
+
+
+def add_ratios(rows: list[Row]) -> None:
+    """minESS/s over DiscreteGibbs's and checkerboard's on the same target, in place."""
+    for reference, field in (
+        (GIBBS, "ess_min_per_s_vs_gibbs"),
+        (CHECKERBOARD, "ess_min_per_s_vs_checkerboard"),
+    ):
+        base = {row.target: row.ess_min_per_s for row in rows if row.sampler == reference}
+        for row in rows:
+            if row.target in base:
+                setattr(row, field, row.ess_min_per_s / base[row.target])
+
+
+# --- sanity check and structure -------------------------------------------------------------
+
+
+def _random_states(target: Target, num_values: int, seed: int, count: int = 3) -> list:
+    rng = np.random.default_rng(seed)
+    return [jnp.asarray(rng.integers(0, num_values, target.shape)) for _ in range(count)]
+
+
+def check_forms(pairs: Sequence[tuple[Target, Target, int]], seed: int) -> list[dict[str, Any]]:
+    """The elementwise and the summed form of each model have the same log density at
+    random states; raises otherwise."""
+    out = []
+    for summed, elementwise, num_values in pairs:
+        for state in _random_states(summed, num_values, seed):
+            values = [
+                float(log_density(t.model, (), {}, {SITE: state})[0]) for t in (summed, elementwise)
+            ]
+            close = math.isclose(values[0], values[1], rel_tol=1e-5, abs_tol=1e-3)
+            out.append(
+                {
+                    "summed": summed.name,
+                    "elementwise": elementwise.name,
+                    "log_density": values,
+                    "equal": close,
+                }
+            )
+            if not close:
+                raise RuntimeError(
+                    f"{elementwise.name} and {summed.name} differ at a random state: {values}"
+                )
+    return out
+
+
+def structure_summary(target: Target, seed: int) -> dict[str, Any]:
+    """Colour count, dense terms and auto weights of a model, as ``init`` finds them."""
+    found = DiscreteTarget.from_model(target.model, random.key(seed), (), {})
+    structure = found.structure
+    return {
+        "target": target.name,
+        "num_coords": target.num_coords,
+        "num_terms": int(structure.num_terms),
+        "num_dense_terms": int(structure.dense_terms.size),
+        "num_colours": int(structure.num_colours),
+        "auto_weights": found.weights_mode[SITE],
+        "note": found.structure_note,
+    }
+
+
+def _max_rss_mb() -> float:
+    # ru_maxrss is in kilobytes on Linux
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def measure_detection(num_coords: int, config: str, seed: int) -> dict[str, Any]:
+    """Detection and colouring of the elementwise Ising lattice of about `num_coords`
+    coordinates (see the module docstring)."""
+    p = max(2, round(math.sqrt(num_coords)))
+    target = ising_target(p, config, seed, elementwise=True)
+    rss_before = _max_rss_mb()
+    start = time.perf_counter()
+    found = DiscreteTarget.from_model(target.model, random.key(seed), (), {})
+    init_s = time.perf_counter() - start
+    rss_delta = _max_rss_mb() - rss_before
+    terms = found.log_terms()
+    x = np.asarray(found.initial_position(random.key(seed + 1), None, (), {}))
+
+    start = time.perf_counter()
+    dependencies = detect_dependencies(terms, x)
+    detect_s = time.perf_counter() - start
+    start = time.perf_counter()
+    structure = term_structure(dependencies)
+    colour_s = time.perf_counter() - start
+
+    tracemalloc.start()
+    try:
+        term_structure(detect_dependencies(terms, x))
+        traced_peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    return {
+        "target": target.name,
+        "num_coords": p * p,
+        "num_terms": int(dependencies.num_terms),
+        "num_pairs": int(dependencies.terms.size),
+        "num_colours": int(structure.num_colours),
+        "init_s": init_s,
+        "detect_s": detect_s,
+        "colour_s": colour_s,
+        "detect_and_colour_s": detect_s + colour_s,
+        "traced_peak_mb": traced_peak / 2**20,
+        "max_rss_increase_mb": rss_delta,
+    }
+
+
+# --- reporting ------------------------------------------------------------------------------
+
+
+def _issue_checks(
+    rows: list[Row], detection: list[dict[str, Any]], quick: bool
+) -> list[dict[str, Any]]:
+    by_key = {(row.family, row.sampler): row for row in rows}
+    checks = []
+    for family, sampler, reference, minimum in ISSUE_TARGETS:
+        row, base = by_key.get((family, sampler)), by_key.get((family, reference))
+        if row is None or base is None:
+            continue
+        ratio = row.ess_min_per_s / base.ess_min_per_s
+        checks.append(
+            {
+                "check": f"{row.target}: {sampler} minESS/s / {reference}",
+                "target": f">= {minimum:g}",
+                "value": ratio,
+                "met": bool(ratio >= minimum),
+            }
+        )
+    largest = max(detection, key=lambda d: d["num_coords"], default=None)
+    if largest is not None and (quick or largest["num_coords"] >= 90_000):
+        value = largest["detect_and_colour_s"]
+        checks.append(
+            {
+                "check": f"detection + colouring, N = {largest['num_coords']}",
+                "target": f"<= {DETECTION_BUDGET_S:g} s",
+                "value": value,
+                "met": bool(value <= DETECTION_BUDGET_S),
+            }
+        )
+    return checks
+
+
+def markdown_report(
+    rows: list[Row],
+    structures: list[dict[str, Any]],
+    detection: list[dict[str, Any]],
+    checks: list[dict[str, Any]],
+    settings: dict[str, Any],
+) -> str:
+    lines = [
+        "## bench_structure",
+        "",
+        f"One chain; ALBP, ChromaticGibbs and checkerboard: {settings['num_warmup']} warmup + "
+        f"2 runs of {settings['num_samples']} samples; DiscreteGibbs: "
+        f"{settings['gibbs_num_warmup']} warmup + 2 runs of {settings['gibbs_num_samples']} "
+        f"sweeps; seed {settings['seed']}; {settings['cpu_count']} CPU(s), jax "
+        f"{jax.__version__}, numpyro {numpyro.__version__}"
+        + (" (--quick: tiny sizes, the ratios mean nothing)." if settings["quick"] else "."),
+        "",
+    ]
+    if rows:
+        lines += [
+            "| target | sampler | weights | colours | draws | acc | R | ESS mean | ESS min "
+            "| ESS/step | ms/step | compile s | later run s | first run s | minESS/s "
+            "| x Gibbs | x checkerboard |",
+            "|" + "---|" * 17,
+        ]
+        for row in rows:
+            cells = [
+                row.target,
+                row.sampler,
+                row.weights or "n/a",
+                "n/a" if row.num_colours is None else str(row.num_colours),
+                str(row.num_draws),
+                fmt(row.acceptance),
+                fmt(row.final_R, 4),
+                fmt(row.ess_mean, 4),
+                fmt(row.ess_min, 4),
+                fmt(row.ess_min_per_step),
+                fmt(row.ms_per_step),
+                fmt(row.first_run_fixed_s),
+                fmt(row.later_run_fixed_s),
+                fmt(row.first_run_s),
+                fmt(row.ess_min_per_s),
+                fmt(row.ess_min_per_s_vs_gibbs),
+                fmt(row.ess_min_per_s_vs_checkerboard),
+            ]
+            lines.append("| " + " | ".join(cells) + " |")
+        lines.append("")
+    if structures:
+        lines += [
+            "Structure found at `init` (`DiscreteTarget.from_model`): the elementwise and the "
+            "summed form of each model.",
+            "",
+            "| model | N | terms | dense terms | colours | auto weights |",
+            "|---|---|---|---|---|---|",
+        ]
+        for s in structures:
+            lines.append(
+                f"| {s['target']} | {s['num_coords']} | {s['num_terms']} | "
+                f"{s['num_dense_terms']} | {s['num_colours']} | {s['auto_weights']} |"
+            )
+        lines.append("")
+    if detection:
+        lines += [
+            "Detection and colouring on the elementwise Ising lattice.",
+            "",
+            "| N | terms | pairs | colours | init s | detect s | colour s | detect + colour s "
+            "| traced peak MB | RSS +MB |",
+            "|" + "---|" * 10,
+        ]
+        for d in detection:
+            lines.append(
+                f"| {d['num_coords']} | {d['num_terms']} | {d['num_pairs']} | "
+                f"{d['num_colours']} | {fmt(d['init_s'])} | {fmt(d['detect_s'])} | "
+                f"{fmt(d['colour_s'])} | {fmt(d['detect_and_colour_s'])} | "
+                f"{fmt(d['traced_peak_mb'])} | {fmt(d['max_rss_increase_mb'])} |"
+            )
+        lines.append("")
+    if checks:
+        lines += [
+            "Targets of the issue.",
+            "",
+            "| check | target | value | met |",
+            "|---|---|---|---|",
+        ]
+        for c in checks:
+            met = "yes" if c["met"] else "no"
+            lines.append(f"| {c['check']} | {c['target']} | {fmt(c['value'])} | {met} |")
+    return "\n".join(lines) + "\n"
+
+
+# --- entry point ----------------------------------------------------------------------------
+
+_HELP = {
+    "ising_p": "side of the Ising lattice",
+    "potts_p": "side of the Potts lattice",
+    "num_warmup": "warmup steps of ALBP, ChromaticGibbs and checkerboard",
+    "num_samples": "draws of each of their two runs",
+    "gibbs_num_warmup": "warmup sweeps of DiscreteGibbs",
+    "gibbs_num_samples": "draws (sweeps) of each of its two runs",
+    "detect_sizes": "coordinates of the detection lattices",
+    "min_timing_seconds": "length of a timed loop of steps",
+    "timing_repeats": "timed loops, the fastest kept",
+}
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description="Structure detection, ChromaticGibbs and colour-batched ALBP against "
+        "numpyro's DiscreteGibbs and a hand-written checkerboard Gibbs sampler."
+    )
+    parts = ["ising", "potts", "detection"]
+    parser.add_argument("--targets", nargs="+", choices=parts, default=parts, help="default: all")
+    for name, text in _HELP.items():
+        kind = float if name == "min_timing_seconds" else int
+        parser.add_argument(
+            "--" + name.replace("_", "-"),
+            type=kind,
+            nargs="+" if name == "detect_sizes" else None,
+            help=f"{text} (default {FULL[name]}; --quick: {QUICK[name]})",
+        )
+    parser.add_argument("--config", choices=["C1", "C2", "C3"], default="C2", help="Ising, C2")
+    parser.add_argument("--seed", type=int, default=0, help="MCMC keys, references (default 0)")
+    parser.add_argument("--target-seed", type=int, default=0, help="target parameters")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes, a smoke test")
+    parser.add_argument(
+        "--out-dir",
+        type=Path,
+        default=None,
+        help=f"folder of bench_structure.json/.md (default {DEFAULT_OUT_DIR}; --quick: "
+        f"{QUICK_OUT_DIR})",
+    )
+    args = parser.parse_args(argv)
+    for name, value in (QUICK if args.quick else FULL).items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    if args.out_dir is None:
+        args.out_dir = QUICK_OUT_DIR if args.quick else DEFAULT_OUT_DIR
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Run the benchmark; returns what it writes to ``bench_structure.json``."""
+    args = parse_args(argv)
+    settings = {
+        name: getattr(args, name)
+        for name in [*FULL, "targets", "config", "seed", "target_seed", "quick"]
+    }
+    settings["cpu_count"] = os.cpu_count()
+
+    families: dict[str, tuple[Target, int]] = {}
+    if "ising" in args.targets:
+        families["ising"] = (
+            ising_target(args.ising_p, args.config, args.target_seed, elementwise=True),
+            2,
+        )
+    if "potts" in args.targets:
+        families["potts"] = (potts_target(args.potts_p, args.target_seed, elementwise=True), 3)
+    summed = {
+        "ising": lambda: ising_target(args.ising_p, args.config, args.target_seed),
+        "potts": lambda: potts_target(args.potts_p, args.target_seed),
+    }
+    pairs = [(summed[f](), target, values) for f, (target, values) in families.items()]
+    sanity = check_forms(pairs, args.seed)
+    print(f"elementwise and summed forms agree at {len(sanity)} random states", flush=True)
+
+    detection = []
+    if "detection" in args.targets:
+        for size in args.detect_sizes:
+            detection.append(measure_detection(size, args.config, args.target_seed))
+            d = detection[-1]
+            print(
+                f"[detection N={d['num_coords']}] {d['detect_s']:.2f} s detect, "
+                f"{d['colour_s']:.2f} s colour, {d['num_colours']} colours",
+                flush=True,
+            )
+            release_compiled_programs()
+    structures = [structure_summary(t, args.seed) for pair in pairs for t in pair[:2]]
+
+    rows: list[Row] = []
+    rng = np.random.default_rng(args.seed)
+    for t_index, (family, (target, num_values)) in enumerate(families.items()):
+        reference = rng.integers(0, num_values, target.num_coords, dtype=np.int8)
+        for s_index, spec in enumerate(sampler_specs(family)):
+            warmup = args.gibbs_num_warmup if spec.sweeps else args.num_warmup
+            samples = args.gibbs_num_samples if spec.sweeps else args.num_samples
+            key = random.fold_in(random.key(args.seed), 100 * t_index + s_index)
+            timing = (args.min_timing_seconds, args.timing_repeats)
+            release_compiled_programs()
+            if spec.make is None:
+                draws = run_checkerboard(target, key, warmup, samples, *timing)
+            else:
+                draws = run_mcmc(spec, target.model, key, warmup, samples, *timing)
+            row = measure_row(target, family, spec, draws, warmup, samples, reference)
+            print(
+                f"[{target.name}] {spec.name}: {row.ms_per_step:.3f} ms/step, first run "
+                f"{row.first_run_s:.1f} s, ESS min {row.ess_min:.1f}",
+                flush=True,
+            )
+            rows.append(row)
+    release_compiled_programs()
+
+    add_ratios(rows)
+    checks = _issue_checks(rows, detection, args.quick)
+    report = markdown_report(rows, structures, detection, checks, settings)
+    print(report)
+    result = {
+        "settings": settings,
+        "environment": environment(),
+        "timing": "ms_per_step: fastest timed jitted loop of the kernel's sample from the "
+        "post-warmup state; first_run_fixed_s = first_run_s - (num_warmup + num_draws / 2) "
+        "* per_step; later_run_fixed_s = later_run_s - num_draws / 2 * per_step; "
+        "sampling_s = per_step * num_draws (num_draws: the draws of both runs; see the "
+        "module docstring)",
+        "forms_agree": sanity,
+        "structures": structures,
+        "detection": detection,
+        "rows": [asdict(row) for row in rows],
+        "issue_targets": checks,
+    }
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    (args.out_dir / "bench_structure.json").write_text(
+        json.dumps(json_ready(result), indent=2) + "\n"
+    )
+    (args.out_dir / "bench_structure.md").write_text(report)
+    print(f"wrote {args.out_dir / 'bench_structure.md'}")
+    return result
+
+
+if __name__ == "__main__":
+    main()
