@@ -1,7 +1,9 @@
 """Fast MCMC for the discrete latent variables of NumPyro models: locally balanced
-proposals with gradients, multi-site path moves, and adaptive path lengths."""
+proposals with gradients, multi-site path moves, adaptive path lengths, and chromatic Gibbs
+on the structure read from the model."""
 
 from numpyro_discrete.kernels.acs import ACS, DMALA, ACSState
+from numpyro_discrete.kernels.chromatic import ChromaticGibbs, ChromaticGibbsState
 from numpyro_discrete.kernels.lbp import ALBP, LBP, LBPState
 from numpyro_discrete.kernels.lbp_gibbs import LBPGibbs, LBPGibbsState
 from numpyro_discrete.model.layout import SiteSupport, discrete_sites
@@ -10,6 +12,8 @@ __all__ = [
     "ACS",
     "ACSState",
     "ALBP",
+    "ChromaticGibbs",
+    "ChromaticGibbsState",
     "DMALA",
     "LBP",
     "LBPGibbs",

@@ -134,10 +134,6 @@ CASES = [
     Case("not-differentiable-ordinal",
          lambda: _init(LBP(index_by_poisson_model, weights="gradient")),
          ValueError, "cannot be differentiated in the values of site 'n'"),
-    Case("potential-not-scalar", lambda: _init(ALBP(potential_fn=lambda z: 1.0 * z["x"]), X3),
-         ValueError,
-         "`potential_fn` must return a scalar (the potential energy of one state of sites "
-         "['x']), but it returns shape (3,)"),
     Case("infinite-potential-at-init", lambda: _init(LBP(impossible_start_model), X3),
          ValueError, "the potential energy is [inf] at the initial values of sites ['x']"),
     Case("nan-potential-at-init",

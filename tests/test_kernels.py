@@ -99,7 +99,9 @@ def test_diagnostics_string():
     assert kernel.weights_mode is None  # resolved at init
     state = kernel.init(random.key(0), 10, None, (), None)
     assert kernel.get_diagnostics_str(state) == "acc. prob=0.00, R=1.0"
-    assert kernel.weights_mode == {"x": "gradient"}
+    # independent coordinates: one colour, so exact ratios cost one batched evaluation
+    assert kernel.weights_mode == {"x": "exact"}
+    assert kernel.num_colours == 1
 
 
 # --- deprecated names of the path length ----------------------------------------------------

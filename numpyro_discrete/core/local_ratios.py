@@ -7,7 +7,10 @@ Ratios come from one of two sources, chosen per coordinate:
 
 - gradient (Grathwohl et al. 2021): one ``value_and_grad`` of the float-relaxed log density,
   ``d[j, m] = (c[j, m] - x_j) * grad_j``. Exact for log densities affine in each coordinate.
-- exact (Zanella 2020): every single-coordinate change evaluated, batched with ``vmap``.
+- exact (Zanella 2020): every single-coordinate change evaluated, batched with ``vmap``
+  (``N x M`` evaluations of ``log pi``), or, when the terms of ``log pi`` and the classes of a
+  colouring are known, colour-batched (``C x M`` evaluations of the term array,
+  ``ALGORITHMS.md``, "Structure").
 """
 
 from collections.abc import Callable
@@ -19,9 +22,14 @@ from jax import lax
 import jax.numpy as jnp
 
 from numpyro_discrete.core.neighbourhood import Neighbourhood
+from numpyro_discrete.structure.colouring import TermStructure
 
 __all__ = [
+    "ExactRatios",
     "LocalFn",
+    "brute_force_ratios",
+    "class_log_ratios",
+    "coloured_ratios",
     "exact_local_fn",
     "gradient_local_fn",
     "mixed_local_fn",
@@ -29,6 +37,13 @@ __all__ = [
 
 LocalFn = Callable[[jax.Array], tuple[jax.Array, jax.Array]]
 """``x -> (log pi(x), d)`` with ``d`` of shape ``(N, M)``."""
+
+ExactRatios = Callable[
+    [jax.Array, jax.Array | None, jax.Array, jax.Array], tuple[jax.Array, jax.Array]
+]
+"""``(x, log_p, candidates, valid) -> (log pi(x), d_rows)``: exact ratios of a fixed set of
+coordinates (the rows of ``d_rows``, in that set's order), from the full ``(N, M)``
+candidate table and its validity mask; ``log_p`` is ``log pi(x)`` when already known."""
 
 # Largest number of (neighbour, coordinate) entries the exact ratios hold in memory at once;
 # beyond it, neighbours are evaluated in sequential batches of vmapped evaluations.
@@ -68,11 +83,13 @@ def mixed_local_fn(
     log_density: Callable[[jax.Array], jax.Array] | None,
     neighbourhood: Neighbourhood,
     exact_coords: np.ndarray | None,
+    exact_ratios: ExactRatios | None = None,
 ) -> LocalFn:
     """
     Exact local log-ratios on the coordinates `exact_coords`, gradient ratios on the others:
-    one ``value_and_grad`` (if any coordinate uses the gradient) plus one batched evaluation
-    of ``log pi`` per exact neighbour.
+    one ``value_and_grad`` (if any coordinate uses the gradient) plus the exact ratios, by
+    default one batched evaluation of ``log pi`` per exact neighbour
+    (:func:`brute_force_ratios`).
 
     :param relaxed_log_density: ``log pi`` of a flat float vector, differentiable in the
         gradient coordinates (the exact ones may be cast back to integers inside); unused
@@ -81,22 +98,26 @@ def mixed_local_fn(
         exact.
     :param neighbourhood: candidate values per coordinate.
     :param exact_coords: static indices of the exact coordinates; ``None`` for all of them.
+    :param exact_ratios: how the exact rows are computed, e.g. :func:`coloured_ratios` of
+        the same `exact_coords`; by default :func:`brute_force_ratios` of `log_density`.
     """
+    if exact_ratios is None and (exact_coords is None or len(exact_coords)):
+        exact_ratios = brute_force_ratios(log_density, exact_coords)
 
     def local_fn(x: jax.Array) -> tuple[jax.Array, jax.Array]:
         num_coords = x.shape[0]
         exact = np.arange(num_coords) if exact_coords is None else np.asarray(exact_coords)
         candidates = neighbourhood.candidates(x)
+        valid = neighbourhood.valid(x)
+        d = None
         if exact.size < num_coords:
             x_float = x.astype(jnp.result_type(float))
             log_p, grad = jax.value_and_grad(relaxed_log_density)(x_float)
             d = (candidates - x[:, None]).astype(grad.dtype) * grad[:, None]
-        else:
-            log_p = jnp.asarray(log_density(x), jnp.result_type(float))
-            d = None
         if exact.size:
-            d_exact = _exact_log_ratios(log_density, x, log_p, candidates[exact], exact)
+            log_p_exact, d_exact = exact_ratios(x, None if d is None else log_p, candidates, valid)
             if d is None:
+                log_p = jnp.asarray(log_p_exact, jnp.result_type(float))
                 d = d_exact
             else:
                 # a gather with static indices, no scatter: row j takes its exact ratios if
@@ -108,12 +129,87 @@ def mixed_local_fn(
                 d = jnp.where(is_exact, padded[slot_of].astype(d.dtype), d)
         # an undefined gradient (NaN) gives zero weight, as undefined exact ratios do: the
         # weights were already zero (`log_weights`), and now no NaN is cached in the state
-        return log_p, jnp.where(neighbourhood.valid(x) & ~jnp.isnan(d), d, -jnp.inf)
+        return log_p, jnp.where(valid & ~jnp.isnan(d), d, -jnp.inf)
 
     return local_fn
 
 
-def _exact_log_ratios(
+def brute_force_ratios(
+    log_density: Callable[[jax.Array], jax.Array], coords: np.ndarray | None
+) -> ExactRatios:
+    """Exact ratios of the coordinates `coords` (``None``: all) by definition: ``log pi`` at
+    every single-coordinate change, one batched evaluation per neighbour (Zanella 2020)."""
+
+    def ratios(x: jax.Array, log_p: jax.Array | None, candidates: jax.Array, valid: jax.Array):
+        if log_p is None:
+            log_p = jnp.asarray(log_density(x), jnp.result_type(float))
+        rows = np.arange(x.shape[0]) if coords is None else np.asarray(coords)
+        return log_p, _brute_force_rows(log_density, x, log_p, candidates[rows], rows)
+
+    return ratios
+
+
+def class_log_ratios(
+    log_terms: Callable[[jax.Array], jax.Array],
+    structure: TermStructure,
+    x: jax.Array,
+    terms_x: jax.Array,
+    in_class: jax.Array,
+    moves: jax.Array,
+) -> jax.Array:
+    """
+    ``d[j, m]`` for the coordinates of one colour class, from ``M`` evaluations of the terms:
+    every ``j`` of the class moved at once to ``moves[j, m]``, each term's change credited to
+    the coordinate of the class it depends on (``ALGORITHMS.md``, "Structure"). Exact when
+    no term depends on two coordinates of the class; rows outside the class are zero.
+
+    :param log_terms: flat integer vector to the 1-D term array.
+    :param structure: the dependency pairs (and dense terms) of `log_terms`.
+    :param x: the state; `terms_x` its terms.
+    :param in_class: ``(N,)`` mask of the class.
+    :param moves: ``(N, M)`` values to move to (``x_j`` where a slot is invalid).
+    """
+    moved = jnp.where(in_class[None, :], moves.T.astype(x.dtype), x[None, :])  # (M, N)
+    delta = jax.vmap(log_terms)(moved) - terms_x  # (M, E)
+    pair_terms, pair_coords = structure.pair_terms, structure.pair_coords
+    credited = jnp.where(in_class[pair_coords][:, None], delta[:, pair_terms].T, 0.0)
+    d = jax.ops.segment_sum(credited, pair_coords, num_segments=x.shape[0])
+    if structure.dense_terms.size:
+        # a dense term depends on every coordinate: classes are single coordinates then
+        dense_delta = jnp.sum(delta[:, structure.dense_terms], axis=1)
+        d = d + jnp.where(in_class[:, None], dense_delta[None, :], 0.0)
+    return d
+
+
+def coloured_ratios(
+    log_terms: Callable[[jax.Array], jax.Array],
+    structure: TermStructure,
+    coords: np.ndarray | None,
+) -> ExactRatios:
+    """Exact ratios of the coordinates `coords` (``None``: all), colour-batched: one
+    :func:`class_log_ratios` per class of `structure` holding one of them, batched, so
+    ``C x M`` evaluations of the terms instead of ``N x M`` of ``log pi``."""
+    num_coords = structure.num_coords
+    rows = np.arange(num_coords) if coords is None else np.asarray(coords)
+    is_row = np.zeros(num_coords, bool)
+    is_row[rows] = True
+    class_masks = np.stack(
+        [is_row & (structure.colour == c) for c in np.unique(structure.colour[rows])]
+    )
+
+    def ratios(x: jax.Array, log_p: jax.Array | None, candidates: jax.Array, valid: jax.Array):
+        terms_x = log_terms(x)
+        moves = jnp.where(valid, candidates, x[:, None])
+        per_class = jax.vmap(
+            lambda mask: class_log_ratios(log_terms, structure, x, terms_x, mask, moves)
+        )(jnp.asarray(class_masks))
+        d = jnp.sum(per_class, axis=0)
+        return jnp.sum(terms_x), jnp.where(jnp.isnan(d[rows]), -jnp.inf, d[rows])
+
+    return ratios
+
+
+def _brute_force_rows(
     log_density: Callable[[jax.Array], jax.Array],
     x: jax.Array,
     log_p: jax.Array,

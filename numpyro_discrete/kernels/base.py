@@ -5,7 +5,9 @@ arguments, builds the :class:`~numpyro_discrete.model.target.DiscreteTarget` at 
 initialises one chain or a batch of them (``vmap``), and implements numpyro's protocol
 (``sample``, ``refresh`` and ``wrap_model`` for Gibbs blocks, ``postprocess_fn``, pickling).
 A kernel adds three things, where its paper differs: :meth:`DiscreteKernel._setup` (its core
-transition), :meth:`DiscreteKernel._init_state` and :meth:`DiscreteKernel._step`.
+transition), :meth:`DiscreteKernel._init_state` and :meth:`DiscreteKernel._step`; a kernel that
+evaluates something else than local ratios (the terms of ``log pi``) also overrides
+:meth:`DiscreteKernel._density` and :meth:`DiscreteKernel._core_init`.
 """
 
 from collections.abc import Callable, Mapping
@@ -144,8 +146,18 @@ class DiscreteKernel(MCMCKernel):
         raise NotImplementedError
 
     def _step(self, state: NamedTuple, position: core_state.State, local_fn: LocalFn) -> NamedTuple:
-        """One step from `state`, whose core state is `position`."""
+        """One step from `state`, whose core state is `position`; `local_fn` is what
+        :meth:`_density` returns."""
         raise NotImplementedError
+
+    def _density(self, model_args: tuple, model_kwargs: Mapping[str, Any] | None) -> Callable:
+        """What the step evaluates under the arguments and conditioning given: the local
+        log-ratio function."""
+        return self._target.local_fn(model_args, model_kwargs)
+
+    def _core_init(self, position: jax.Array, density: Callable) -> core_state.State:
+        """The core state at `position`, from what :meth:`_density` returns."""
+        return core_state.init(position, density)
 
     # --- numpyro protocol -----------------------------------------------------------------
 
@@ -156,6 +168,13 @@ class DiscreteKernel(MCMCKernel):
     @property
     def default_fields(self) -> tuple[str, ...]:
         return ("z",)
+
+    @property
+    def num_colours(self) -> int | None:
+        """The number of colour classes of the model's interaction graph, detected at
+        ``init`` (``N`` when every coordinate interacts with every other, or when the
+        structure could not be detected); ``None`` before ``init``."""
+        return None if self._target is None else self._target.num_colours
 
     @property
     def weights_mode(self) -> dict[str, str] | None:
@@ -229,27 +248,30 @@ class DiscreteKernel(MCMCKernel):
         key_values, key_chain = random.split(rng_key)
         target = self._target
         position = target.initial_position(key_values, init_params, model_args, model_kwargs)
-        local_fn = target.local_fn(model_args, model_kwargs)
+        density = self._density(model_args, model_kwargs)
         # one compiled program: run eagerly, the model's log density and its gradient (or
         # the vmapped exact ratios) would compile hundreds of small ops one by one
-        state = jax.jit(lambda x: core_state.init(x, local_fn))(position)
+        state = jax.jit(lambda x: self._core_init(x, density))(position)
         return self._init_state(key_chain, state)
 
     def _core_state(self, state: NamedTuple) -> core_state.State:
         return core_state.State(
-            self._target.flatten(state.z), -state.potential_energy, state.log_ratios
+            self._target.flatten(state.z),
+            -state.potential_energy,
+            getattr(state, "log_ratios", None),
         )
 
     def _sample_one(
         self, state: NamedTuple, model_args: tuple, model_kwargs: Mapping[str, Any] | None
     ) -> NamedTuple:
-        local_fn = self._target.local_fn(model_args, model_kwargs)
-        return self._step(state, self._core_state(state), local_fn)
+        density = self._density(model_args, model_kwargs)
+        return self._step(state, self._core_state(state), density)
 
     def _initial_fields(self, rng_key: jax.Array, state: core_state.State) -> dict[str, Any]:
-        """The fields every kernel state shares, at the start of a chain."""
+        """The fields every kernel state shares, at the start of a chain (``log_ratios``
+        only for kernels that cache them)."""
         float_dtype = jnp.result_type(float)
-        return dict(
+        fields = dict(
             i=jnp.array(0),
             z=self._target.unflatten(state.position),
             potential_energy=-state.log_density,
@@ -259,6 +281,9 @@ class DiscreteKernel(MCMCKernel):
             num_changed=jnp.array(0),
             rng_key=rng_key,
         )
+        if state.log_ratios is None:
+            del fields["log_ratios"]
+        return fields
 
     def _step_fields(
         self,
@@ -274,7 +299,7 @@ class DiscreteKernel(MCMCKernel):
         mean_accept_prob = (
             state.mean_accept_prob + (info.acceptance_rate - state.mean_accept_prob) / n
         )
-        return dict(
+        fields = dict(
             i=itr,
             z=self._target.unflatten(new.position),
             potential_energy=-new.log_density,
@@ -284,6 +309,9 @@ class DiscreteKernel(MCMCKernel):
             num_changed=info.num_changed,
             rng_key=rng_key,
         )
+        if new.log_ratios is None:
+            del fields["log_ratios"]
+        return fields
 
     def sample(
         self, state: NamedTuple, model_args: tuple, model_kwargs: Mapping[str, Any] | None
@@ -297,11 +325,13 @@ class DiscreteKernel(MCMCKernel):
     def refresh(
         self, state: NamedTuple, model_args: tuple, model_kwargs: Mapping[str, Any] | None
     ) -> NamedTuple:
-        """Recompute the potential energy and local log-ratios at ``state.z`` under the
-        conditioning in `model_kwargs` (one evaluation with gradient, or ``N`` exact ones)."""
-        local_fn = self._target.local_fn(model_args, model_kwargs)
-        log_p, log_ratios = local_fn(self._target.flatten(state.z))
-        return state._replace(potential_energy=-log_p, log_ratios=log_ratios)
+        """Recompute the potential energy (and the cached local log-ratios, if any) at
+        ``state.z`` under the conditioning in `model_kwargs`."""
+        density = self._density(model_args, model_kwargs)
+        new = self._core_init(self._target.flatten(state.z), density)
+        if new.log_ratios is None:
+            return state._replace(potential_energy=-new.log_density)
+        return state._replace(potential_energy=-new.log_density, log_ratios=new.log_ratios)
 
     def wrap_model(self, wrapper: Callable[[Callable], Callable]) -> "DiscreteKernel":
         """A copy of this kernel on ``wrapper(model)``; the target is built again at ``init``."""

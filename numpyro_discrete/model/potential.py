@@ -1,6 +1,7 @@
 """The target: ``log pi`` of the flat discrete vector, from a numpyro model (given its
-arguments and any conditioning) or from a user ``potential_fn``, and the local log-ratio
-function the kernels use (gradient or exact, see :mod:`numpyro_discrete.core.local_ratios`).
+arguments and any conditioning) or from a user ``potential_fn``; its *terms* (an array whose
+sum is ``log pi``: every site's elementwise log-probability and every factor's array); and the
+local log-ratio function the kernels use (see :mod:`numpyro_discrete.core.local_ratios`).
 """
 
 from collections.abc import Callable, Collection, Mapping
@@ -12,11 +13,12 @@ import jax
 import jax.numpy as jnp
 
 from numpyro.infer.gibbs import with_conditioning
-from numpyro.infer.util import log_density
+from numpyro.infer.util import compute_log_probs, log_density
 
-from numpyro_discrete.core.local_ratios import LocalFn, mixed_local_fn
+from numpyro_discrete.core.local_ratios import LocalFn, coloured_ratios, mixed_local_fn
 from numpyro_discrete.core.neighbourhood import Neighbourhood
 from numpyro_discrete.model.layout import SiteLayout
+from numpyro_discrete.structure.colouring import TermStructure
 
 __all__ = [
     "WEIGHT_MODES",
@@ -26,12 +28,15 @@ __all__ = [
     "gradient_is_available",
     "local_fn_for",
     "model_log_joint",
+    "model_log_terms",
     "potential_log_joint",
+    "potential_log_terms",
 ]
 
 WEIGHT_MODES = ("auto", "gradient", "exact")
 
 SiteLogJoint = Callable[[Mapping[str, jax.Array]], jax.Array]
+"""Site dict to ``log pi`` (a scalar) or, for the term functions, to its 1-D term array."""
 FlatLogDensity = Callable[[jax.Array], jax.Array]
 
 
@@ -62,13 +67,48 @@ def model_log_joint(
     return log_joint
 
 
+def model_log_terms(
+    prepared_model: Callable,
+    model_args: tuple,
+    model_kwargs: Mapping[str, Any] | None,
+    enum: bool,
+) -> SiteLogJoint:
+    """
+    The terms of :func:`model_log_joint`: every sample site's elementwise log-probability
+    (latent and observed, numpyro's scale and mask applied) and every ``numpyro.factor``'s
+    array, raveled and concatenated. With enumerated sites the log joint is one term (the
+    sum over the enumerated values couples their sites).
+    """
+    if enum:
+        log_joint = model_log_joint(prepared_model, model_args, model_kwargs, enum)
+        return lambda values: jnp.reshape(log_joint(values), (1,))
+
+    def log_terms(values: Mapping[str, jax.Array]) -> jax.Array:
+        kwargs = with_conditioning(model_kwargs, dict(values))
+        log_probs, _ = compute_log_probs(prepared_model, model_args, kwargs, {}, False)
+        float_dtype = jnp.result_type(float)
+        return jnp.concatenate([jnp.ravel(lp).astype(float_dtype) for lp in log_probs.values()])
+
+    return log_terms
+
+
 def potential_log_joint(potential_fn: Callable) -> SiteLogJoint:
-    """``log pi = -potential_fn(values)`` for the ``potential_fn`` mode."""
+    """``log pi = -sum(potential_fn(values))`` for the ``potential_fn`` mode (a potential
+    may return its terms, an array, rather than their sum)."""
 
     def log_joint(values: Mapping[str, jax.Array]) -> jax.Array:
-        return -potential_fn(dict(values))
+        return -jnp.sum(potential_fn(dict(values)))
 
     return log_joint
+
+
+def potential_log_terms(potential_fn: Callable) -> SiteLogJoint:
+    """The terms ``-potential_fn(values)``, raveled (one term for a scalar potential)."""
+
+    def log_terms(values: Mapping[str, jax.Array]) -> jax.Array:
+        return -jnp.ravel(potential_fn(dict(values))).astype(jnp.result_type(float))
+
+    return log_terms
 
 
 def flat_log_density(
@@ -106,10 +146,12 @@ def local_fn_for(
     log_joint: SiteLogJoint,
     layout: SiteLayout,
     neighbourhood: Neighbourhood,
+    coloured: tuple[SiteLogJoint, TermStructure] | None = None,
 ) -> LocalFn:
     """
     The local log-ratio function for resolved per-site weight modes (``"gradient"`` or
-    ``"exact"``): one gradient over the gradient sites, exact ratios on the others.
+    ``"exact"``): one gradient over the gradient sites, exact ratios on the others,
+    colour-batched when `coloured` gives the site terms and their (sparse) structure.
     """
     gradient_sites = tuple(name for name in layout.names if weights_mode[name] == "gradient")
     exact_sites = [name for name in layout.names if weights_mode[name] == "exact"]
@@ -119,9 +161,14 @@ def local_fn_for(
         exact_coords = None
     else:
         exact_coords = np.concatenate([layout.site_coords(name) for name in exact_sites])
+    exact_ratios = None
+    if exact_sites and coloured is not None:
+        log_terms, structure = coloured
+        exact_ratios = coloured_ratios(flat_log_density(log_terms, layout), structure, exact_coords)
     return mixed_local_fn(
         flat_log_density(log_joint, layout, gradient_sites) if gradient_sites else None,
         flat_log_density(log_joint, layout) if exact_sites else None,
         neighbourhood,
         exact_coords,
+        exact_ratios,
     )

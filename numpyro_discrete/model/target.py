@@ -38,13 +38,22 @@ from numpyro_discrete.model.potential import (
     gradient_is_available,
     local_fn_for,
     model_log_joint,
+    model_log_terms,
     potential_log_joint,
+    potential_log_terms,
 )
 from numpyro_discrete.numpyro_internals import prepare_model_for_potential
+from numpyro_discrete.structure.colouring import TermStructure, dense_structure, term_structure
+from numpyro_discrete.structure.dependencies import detect_dependencies
 
 __all__ = ["DiscreteTarget", "ModelSites", "model_sites"]
 
 WeightsArgument = str | Mapping[str, str]
+SiteFunctions = Callable[[tuple, Mapping[str, Any]], tuple[SiteLogJoint, SiteLogJoint]]
+
+# "auto" picks colour-batched exact ratios when they cost at most this many evaluations of
+# the terms per step (C classes x M candidates): within about 3x of one gradient
+AUTO_EXACT_MAX_EVALUATIONS = 8
 
 
 class ModelSites(NamedTuple):
@@ -93,14 +102,21 @@ class DiscreteTarget:
     - **weights_mode** - per site, how local ratios are computed: ``"gradient"`` or
       ``"exact"`` (``"auto"`` resolved).
     - **neighbourhood** - the candidate values of each coordinate.
+    - **structure** - the :class:`~numpyro_discrete.structure.colouring.TermStructure` of
+      the terms of ``log pi``: which coordinates each term depends on and a colouring of
+      the coordinates; dense (every term on every coordinate) when it could not be
+      detected (:attr:`structure_note`).
+    - **structure_note** - why the structure could not be detected (empty otherwise).
     - **kernel_name** - the kernel that built it, for error messages.
     """
 
     layout: SiteLayout
     weights_mode: Mapping[str, str]
     neighbourhood: Neighbourhood
+    structure: TermStructure
+    structure_note: str
     kernel_name: str
-    _log_joint_fn: Callable[[tuple, Mapping[str, Any]], SiteLogJoint]
+    _site_functions: SiteFunctions
     _model: Callable | None = None
     _has_deterministic: bool = False
 
@@ -144,14 +160,26 @@ class DiscreteTarget:
         conditioned_model = conditioned(model)
         prepared = prepare_model_for_potential(conditioned_model, sites.trace, enum=enum)
 
-        def log_joint_fn(args: tuple, kwargs: Mapping[str, Any]) -> SiteLogJoint:
-            return model_log_joint(prepared, args, kwargs, enum)
+        def site_functions(args: tuple, kwargs: Mapping[str, Any]):
+            return (
+                model_log_joint(prepared, args, kwargs, enum),
+                model_log_terms(prepared, args, kwargs, enum),
+            )
 
         has_deterministic = any(site["type"] == "deterministic" for site in sites.trace.values())
+        initial = layout.flatten({name: sites.trace[name]["value"] for name in sites.discrete})
+        if isinstance(initial, jax.core.Tracer):
+            # traced chain keys (`pmap`, `vmap`): the structure is read at a concrete draw
+            with jax.ensure_compile_time_eval():
+                draw = prototype_trace(
+                    conditioned_model, random.key(0), model_args, dict(model_kwargs)
+                )
+                initial = layout.flatten({name: draw[name]["value"] for name in sites.discrete})
         return cls._resolve(
             layout,
-            log_joint_fn(model_args, model_kwargs),
-            log_joint_fn,
+            site_functions(model_args, model_kwargs),
+            site_functions,
+            initial,
             weights,
             ordinal_window,
             kernel_name,
@@ -177,20 +205,27 @@ class DiscreteTarget:
         otherwise.
         """
         layout = layout_from_params(init_params, kernel_name, batch_ndims, supports)
-        log_joint = potential_log_joint(potential_fn)
-
-        def log_joint_fn(args: tuple, kwargs: Mapping[str, Any]) -> SiteLogJoint:
-            return log_joint
-
-        _check_scalar_potential(log_joint, layout, kernel_name)
-        return cls._resolve(layout, log_joint, log_joint_fn, weights, ordinal_window, kernel_name)
+        functions = (potential_log_joint(potential_fn), potential_log_terms(potential_fn))
+        first_chain = {
+            name: jnp.asarray(init_params[name])[(0,) * batch_ndims] for name in layout.names
+        }
+        return cls._resolve(
+            layout,
+            functions,
+            lambda args, kwargs: functions,
+            layout.flatten(first_chain),
+            weights,
+            ordinal_window,
+            kernel_name,
+        )
 
     @classmethod
     def _resolve(
         cls,
         layout: SiteLayout,
-        log_joint: SiteLogJoint,
-        log_joint_fn: Callable[[tuple, Mapping[str, Any]], SiteLogJoint],
+        functions: tuple[SiteLogJoint, SiteLogJoint],
+        site_functions: SiteFunctions,
+        initial: jax.Array,
         weights: WeightsArgument,
         ordinal_window: int,
         kernel_name: str,
@@ -203,14 +238,30 @@ class DiscreteTarget:
                 f"{kernel_name}: the discrete sites have no coordinates (site shapes "
                 f"{shapes}), so there is nothing to sample. Give a site a non-empty shape."
             )
+        log_joint, log_terms = functions
+        if isinstance(initial, jax.core.Tracer):
+            initial = layout.coordinate_supports().lower  # any point: the structure is read
+        neighbourhood = coordinate_neighbourhood(
+            layout.coordinate_supports(), window=ordinal_window
+        )
+        structure, note = _detect_structure(log_terms, layout, initial)
         return cls(
             layout=layout,
-            weights_mode=_resolve_weights(weights, log_joint, layout, kernel_name),
-            neighbourhood=coordinate_neighbourhood(
-                layout.coordinate_supports(), window=ordinal_window
+            weights_mode=_resolve_weights(
+                weights,
+                log_joint,
+                log_terms,
+                layout,
+                initial,
+                structure,
+                neighbourhood,
+                kernel_name,
             ),
+            neighbourhood=neighbourhood,
+            structure=structure,
+            structure_note=note,
             kernel_name=kernel_name,
-            _log_joint_fn=log_joint_fn,
+            _site_functions=site_functions,
             _model=model,
             _has_deterministic=has_deterministic,
         )
@@ -235,23 +286,41 @@ class DiscreteTarget:
         """Flat integer vector to a site dict in the model's dtypes."""
         return self.layout.unflatten(flat)
 
+    @property
+    def num_colours(self) -> int | None:
+        """``C``, the number of colour classes of the coordinates (``N`` for a dense model,
+        or when the structure could not be detected)."""
+        return self.structure.num_colours
+
     def log_density(
         self, model_args: tuple = (), model_kwargs: Mapping[str, Any] | None = None
     ) -> FlatLogDensity:
         """``log pi`` of the flat vector, under the arguments and conditioning given."""
-        return flat_log_density(self._log_joint(model_args, model_kwargs), self.layout)
+        return flat_log_density(self._functions(model_args, model_kwargs)[0], self.layout)
+
+    def log_terms(
+        self, model_args: tuple = (), model_kwargs: Mapping[str, Any] | None = None
+    ) -> FlatLogDensity:
+        """The 1-D array of terms of ``log pi`` (their sum) of the flat vector."""
+        return flat_log_density(self._functions(model_args, model_kwargs)[1], self.layout)
 
     def local_fn(self, model_args: tuple, model_kwargs: Mapping[str, Any] | None) -> LocalFn:
-        """``x -> (log pi(x), d)``: the local log-ratios by :attr:`weights_mode`."""
+        """``x -> (log pi(x), d)``: the local log-ratios by :attr:`weights_mode`, exact ones
+        colour-batched where the structure is sparse."""
+        log_joint, log_terms = self._functions(model_args, model_kwargs)
+        sparse = not self.structure.dense_terms.size
         return local_fn_for(
             self.weights_mode,
-            self._log_joint(model_args, model_kwargs),
+            log_joint,
             self.layout,
             self.neighbourhood,
+            (log_terms, self.structure) if sparse else None,
         )
 
-    def _log_joint(self, model_args: tuple, model_kwargs: Mapping[str, Any] | None) -> SiteLogJoint:
-        return self._log_joint_fn(model_args, {} if model_kwargs is None else model_kwargs)
+    def _functions(
+        self, model_args: tuple, model_kwargs: Mapping[str, Any] | None
+    ) -> tuple[SiteLogJoint, SiteLogJoint]:
+        return self._site_functions(model_args, {} if model_kwargs is None else model_kwargs)
 
     # --- initial values -------------------------------------------------------------------
 
@@ -337,28 +406,44 @@ class DiscreteTarget:
         return fn
 
 
-def _check_scalar_potential(log_joint: SiteLogJoint, layout: SiteLayout, kernel_name: str) -> None:
+def _detect_structure(
+    log_terms: SiteLogJoint, layout: SiteLayout, initial: jax.Array
+) -> tuple[TermStructure, str]:
+    """The structure of the terms read at the point `initial` (the dependencies do not
+    depend on it), or a dense one and why."""
+    flat_log_terms = flat_log_density(log_terms, layout)
     try:
-        log_p = jax.eval_shape(
-            flat_log_density(log_joint, layout),
-            jax.ShapeDtypeStruct((layout.num_coords,), jnp.int32),
+        with jax.ensure_compile_time_eval():
+            dependencies = detect_dependencies(flat_log_terms, initial)
+    except (
+        jax.errors.ConcretizationTypeError,
+        jax.errors.TracerArrayConversionError,
+        jax.errors.TracerIntegerConversionError,
+    ):
+        num_terms = jax.eval_shape(flat_log_terms, initial).shape[0]
+        return dense_structure(layout.num_coords, num_terms), (
+            "the model's arguments are traced, so its program cannot be evaluated"
         )
-    except (TypeError, IndexError):
-        return  # integer values do not trace here; the first evaluation will tell
-    if log_p.shape != ():
-        raise ValueError(
-            f"{kernel_name}: `potential_fn` must return a scalar (the potential energy of one "
-            f"state of sites {list(layout.names)}), but it returns shape {log_p.shape}; sum "
-            "over the sites' elements, e.g. `jnp.sum(...)`."
-        )
+    return term_structure(dependencies), ""
 
 
 def _resolve_weights(
-    weights: WeightsArgument, log_joint: SiteLogJoint, layout: SiteLayout, kernel_name: str
+    weights: WeightsArgument,
+    log_joint: SiteLogJoint,
+    log_terms: SiteLogJoint,
+    layout: SiteLayout,
+    initial: jax.Array,
+    structure: TermStructure,
+    neighbourhood: Neighbourhood,
+    kernel_name: str,
 ) -> dict[str, str]:
-    """Per site, ``"gradient"`` or ``"exact"``: ``"auto"`` is exact for categorical sites
-    (unordered values: a gradient in the value means nothing) and for sites the log density
-    cannot be differentiated in (a value used as an index), the gradient otherwise."""
+    """Per site, ``"gradient"`` or ``"exact"``. ``"auto"`` is exact for every site when the
+    structure is sparse enough for colour-batched exact ratios to cost at most
+    :data:`AUTO_EXACT_MAX_EVALUATIONS` evaluations of the terms; otherwise exact for
+    categorical sites (unordered values: a gradient in the value means nothing), for sites
+    the log density cannot be differentiated in (a value used as an index), and for sites
+    whose gradient is zero everywhere (a value used only in comparisons, e.g.
+    ``where(t < tau, ...)``); the gradient otherwise."""
     if isinstance(weights, Mapping):
         unknown = sorted(set(weights) - set(layout.names))
         if unknown:
@@ -369,10 +454,15 @@ def _resolve_weights(
         requested = {site: weights.get(site, "auto") for site in layout.names}
     else:
         requested = dict.fromkeys(layout.names, weights)
+    coloured_cost = None
+    if not structure.dense_terms.size:
+        num_candidates = int(jax.eval_shape(neighbourhood.candidates, initial).shape[1])
+        coloured_cost = structure.num_colours * num_candidates
+    cheap_exact = coloured_cost is not None and coloured_cost <= AUTO_EXACT_MAX_EVALUATIONS
     modes = {}
     for site, support in zip(layout.names, layout.supports, strict=True):
         mode = requested[site]
-        if mode == "auto" and support.kind == SupportKind.CATEGORICAL:
+        if mode == "auto" and (cheap_exact or support.kind == SupportKind.CATEGORICAL):
             mode = "exact"
         elif mode != "exact":
             available = gradient_is_available(log_joint, layout, site)
@@ -385,4 +475,35 @@ def _resolve_weights(
                 )
             mode = "gradient" if available else "exact"
         modes[site] = mode
+    auto_gradient = [
+        site for site in layout.names if requested[site] == "auto" and modes[site] == "gradient"
+    ]
+    for site in _zero_gradient_sites(log_terms, layout, auto_gradient, initial):
+        modes[site] = "exact"
     return modes
+
+
+def _zero_gradient_sites(
+    log_terms: SiteLogJoint, layout: SiteLayout, sites: list[str], initial: jax.Array
+) -> list[str]:
+    """The `sites` in whose values ``log pi`` has a gradient that is zero everywhere: no
+    term depends on them through a differentiable path (values used only in comparisons,
+    as indices, or rounded). Read from the program of the terms' tangents: a tangent that
+    does not flow from a coordinate's input tangent is a structural zero."""
+    if not sites:
+        return []
+    relaxed = flat_log_density(log_terms, layout, float_sites=tuple(sites))
+    float_dtype = jnp.result_type(float)
+    try:
+        with jax.ensure_compile_time_eval():
+            point = jnp.asarray(initial, float_dtype)
+            tangents = detect_dependencies(
+                lambda t: jax.jvp(relaxed, (point,), (t,))[1], np.zeros(point.shape, float_dtype)
+            )
+    except (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError):
+        return []  # traced model arguments: no check
+    if tangents.is_dense:
+        return []  # some term's tangent may flow from any coordinate
+    smooth = np.zeros(layout.num_coords, bool)
+    smooth[tangents.coords] = True
+    return [site for site in sites if not smooth[layout.site_coords(site)].any()]

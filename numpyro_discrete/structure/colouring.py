@@ -1,0 +1,116 @@
+"""The interaction graph of the coordinates and its colouring (``ALGORITHMS.md``,
+"Structure"): ``j ~ k`` when some term depends on both, and a colouring puts no two
+interacting coordinates in one class, so that every coordinate of a class can move at once
+and each term sees at most one of them move.
+"""
+
+from typing import NamedTuple
+
+import networkx as nx
+import numpy as np
+import scipy.sparse
+
+from numpyro_discrete.structure.dependencies import TermDependencies
+
+__all__ = [
+    "TermStructure",
+    "colour_coordinates",
+    "dense_structure",
+    "interaction_graph",
+    "term_structure",
+]
+
+# networkx's greedy strategies tried, best (fewest colours) kept: largest degree first is
+# good on irregular graphs, breadth-first order is optimal (2) on bipartite ones (lattices)
+_STRATEGIES = ("largest_first", "connected_sequential_bfs")
+
+
+class TermStructure(NamedTuple):
+    """
+    What the structure-aware proposals need, as static numpy arrays.
+
+    - **colour** - ``(N,)`` class of each coordinate, ``0 <= colour < num_colours``.
+    - **num_colours** - ``C``.
+    - **pair_terms**, **pair_coords** - the ``(term, coordinate)`` dependency pairs: a
+      change of coordinate ``j`` changes only the terms ``e`` paired with it.
+    - **dense_terms** - terms that may depend on every coordinate; with them, every class is
+      one coordinate and a class's move changes them as it changes ``log pi``.
+    - **num_terms** - ``E``.
+    """
+
+    colour: np.ndarray
+    num_colours: int
+    pair_terms: np.ndarray
+    pair_coords: np.ndarray
+    dense_terms: np.ndarray
+    num_terms: int
+
+    @property
+    def num_coords(self) -> int:
+        """``N``."""
+        return int(self.colour.shape[0])
+
+
+def interaction_graph(dependencies: TermDependencies) -> scipy.sparse.csr_array:
+    """The symmetric ``(N, N)`` adjacency of the coordinates (no self loops); dense terms
+    are left out (a model with one is dense anyway)."""
+    n, e = dependencies.num_coords, dependencies.num_terms
+    incidence = scipy.sparse.csr_array(
+        (np.ones(dependencies.terms.shape[0], np.int8), (dependencies.terms, dependencies.coords)),
+        shape=(e, n),
+    )
+    adjacency = (incidence.T @ incidence).tocoo()
+    off_diagonal = adjacency.row != adjacency.col
+    return scipy.sparse.csr_array(
+        (
+            np.ones(int(off_diagonal.sum()), np.int8),
+            (adjacency.row[off_diagonal], adjacency.col[off_diagonal]),
+        ),
+        shape=(n, n),
+    )
+
+
+def colour_coordinates(adjacency: scipy.sparse.csr_array) -> np.ndarray:
+    """A proper colouring of `adjacency` (networkx's greedy colouring, the best of
+    :data:`_STRATEGIES`), colours numbered by decreasing class size."""
+    graph = nx.from_scipy_sparse_array(adjacency)
+    best = None
+    for strategy in _STRATEGIES:
+        colours = nx.greedy_color(graph, strategy=strategy)
+        if best is None or max(colours.values()) < max(best.values()):
+            best = colours
+    colour = np.fromiter((best[j] for j in range(adjacency.shape[0])), np.int32, adjacency.shape[0])
+    order = np.argsort(-np.bincount(colour), kind="stable")
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    return rank[colour].astype(np.int32)
+
+
+def term_structure(dependencies: TermDependencies) -> TermStructure:
+    """The colouring and pairs of `dependencies`; a dense model gets one class per
+    coordinate (every coordinate may interact with every other)."""
+    if dependencies.is_dense:
+        colour = np.arange(dependencies.num_coords, dtype=np.int32)
+    else:
+        colour = colour_coordinates(interaction_graph(dependencies))
+    return TermStructure(
+        colour=colour,
+        num_colours=int(colour.max()) + 1 if colour.size else 0,
+        pair_terms=dependencies.terms,
+        pair_coords=dependencies.coords,
+        dense_terms=np.flatnonzero(dependencies.dense).astype(np.int32),
+        num_terms=dependencies.num_terms,
+    )
+
+
+def dense_structure(num_coords: int, num_terms: int) -> TermStructure:
+    """The structure assumed when none could be detected: every term dense, one class per
+    coordinate."""
+    return TermStructure(
+        colour=np.arange(num_coords, dtype=np.int32),
+        num_colours=num_coords,
+        pair_terms=np.zeros(0, np.int32),
+        pair_coords=np.zeros(0, np.int32),
+        dense_terms=np.arange(num_terms, dtype=np.int32),
+        num_terms=num_terms,
+    )

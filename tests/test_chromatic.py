@@ -1,0 +1,355 @@
+"""ChromaticGibbs: exact transition matrices of a sweep on enumerable spaces (valid and
+deliberately wrong colourings), the sampled transitions against them, sampling tests of
+numpyro models against enumeration for each site kind, and the kernel inside numpyro's
+protocol (LBPGibbs, numpyro's Gibbs, vectorized chains, extra fields, warnings)."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+import jax
+from jax import random
+import jax.numpy as jnp
+
+import numpyro
+import numpyro.distributions as dist
+from numpyro.infer import MCMC, NUTS, Gibbs
+
+from numpyro_discrete import ChromaticGibbs, ChromaticGibbsState, LBPGibbs, SiteSupport
+from numpyro_discrete.core import chromatic
+from numpyro_discrete.model.target import DiscreteTarget
+
+from helpers import (
+    assert_irreducible,
+    assert_mean_within_mcse,
+    chi_square_rows,
+    enumerate_model,
+    state_lookup,
+)
+
+# --- exact sweep matrices -----------------------------------------------------------------------
+
+COUPLINGS = np.array([0.9, -1.2, 0.7, 1.1])
+FIELDS = np.array([0.3, -0.4, 0.8, -0.1])
+
+
+def cycle_potential(z):
+    """Four binary spins on a cycle: their terms (fields and one term per edge)."""
+    s = 2.0 * z["x"] - 1.0
+    return -jnp.concatenate([FIELDS * s, COUPLINGS * s * jnp.roll(s, 1)])
+
+
+def mixed_potential(z):
+    """A binary, a categorical (3) and two ordinal (0..3) coordinates in shared terms."""
+    b, c, n = z["b"], z["c"], z["n"]
+    table = jnp.array([[0.2, -0.5, 0.9], [-0.3, 0.6, 0.1]])
+    return -jnp.stack(
+        [
+            table[b[0], c[0]],
+            0.4 * n[0] * (c[0] == 1) - 0.3 * (n[0] - 2.0) ** 2,
+            -0.5 * (n[1] - n[0]) ** 2 + 0.2 * n[1] * b[0],
+        ]
+    )
+
+
+MIXED_SUPPORTS = {
+    "b": SiteSupport.binary(),
+    "c": SiteSupport.categorical(3),
+    "n": SiteSupport.ordinal(0, 3),
+}
+MIXED_INIT = {"b": jnp.zeros(1, jnp.int32), "c": jnp.zeros(1, jnp.int32), "n": jnp.ones(2, jnp.int32)}
+
+
+def _space(name):
+    if name == "binary":
+        target = DiscreteTarget.from_potential(cycle_potential, {"x": jnp.zeros(4, jnp.int32)})
+        values = [range(2)] * 4
+    else:
+        target = DiscreteTarget.from_potential(
+            mixed_potential, MIXED_INIT, supports=MIXED_SUPPORTS
+        )
+        values = [range(2), range(3), range(4), range(4)]
+    states = np.array(list(itertools.product(*values)), np.int32)
+    return target, states
+
+
+def _class_matrix(target, structure, states, in_class):
+    """The exact transition matrix of one class's move (proposal and MH test)."""
+    log_terms = target.log_terms()
+    neighbourhood = target.neighbourhood
+
+    @jax.jit
+    def conditional(x):
+        terms = log_terms(x)
+        values, log_probs = chromatic.class_conditional(
+            log_terms, structure, neighbourhood, x, terms, jnp.asarray(in_class)
+        )
+        return jnp.sum(terms), values, log_probs
+
+    lookup = state_lookup(states)
+    cache = {}
+
+    def at(i):
+        if i not in cache:
+            cache[i] = [np.asarray(a, np.float64) for a in conditional(jnp.asarray(states[i]))]
+        return cache[i]
+
+    members = np.flatnonzero(in_class)
+    matrix = np.zeros((len(states), len(states)))
+    for i in range(len(states)):
+        log_p, values, log_probs = at(i)
+        for slots in itertools.product(*(range(values.shape[1]) for _ in members)):
+            log_q = sum(log_probs[j, s] for j, s in zip(members, slots, strict=True))
+            if not np.isfinite(log_q):
+                continue
+            y = states[i].copy()
+            y[members] = [values[j, s] for j, s in zip(members, slots, strict=True)]
+            k = int(lookup(y[None])[0])
+            log_p_y, values_y, log_probs_y = at(k)
+            log_q_back = sum(
+                log_probs_y[j, np.flatnonzero(values_y[j] == states[i][j])[0]] for j in members
+            )
+            accept = min(1.0, np.exp(log_p_y - log_p + log_q_back - log_q))
+            matrix[i, k] += np.exp(log_q) * accept
+            matrix[i, i] += np.exp(log_q) * (1.0 - accept)
+    return matrix
+
+
+def _sweep_matrix(target, structure, states):
+    matrix = np.eye(len(states))
+    for c in range(structure.num_colours):
+        matrix = matrix @ _class_matrix(target, structure, states, structure.colour == c)
+    return matrix
+
+
+def _pi(target, states):
+    log_p = np.asarray(jax.vmap(target.log_density())(jnp.asarray(states)), np.float64)
+    p = np.exp(log_p - log_p.max())
+    return p / p.sum()
+
+
+@pytest.mark.parametrize("space", ["binary", "mixed"])
+@pytest.mark.parametrize("colouring", ["detected", "one class", "wrong"])
+def test_sweep_leaves_the_target_invariant(space, colouring, x64):
+    """``pi T = pi`` to 1e-10 for the detected colouring, for one class holding every
+    coordinate and for a colouring that puts neighbours together (the MH correction keeps
+    those exact); with the detected one, every class move is accepted."""
+    target, states = _space(space)
+    structure = target.structure
+    if colouring == "one class":
+        structure = structure._replace(colour=np.zeros_like(structure.colour), num_colours=1)
+    elif colouring == "wrong":
+        colour = np.arange(structure.num_coords) % 2
+        colour[:2] = 0  # coordinates 0 and 1 share terms in both spaces
+        structure = structure._replace(colour=colour.astype(np.int32), num_colours=2)
+    pi = _pi(target, states)
+    matrix = _sweep_matrix(target, structure, states)
+    np.testing.assert_allclose(matrix.sum(1), 1.0, atol=1e-12)
+    np.testing.assert_allclose(pi @ matrix, pi, atol=1e-10)
+    assert_irreducible(matrix)
+    if colouring == "detected":
+        # a valid colouring: each class move is its exact conditional, always accepted
+        for c in range(structure.num_colours):
+            class_matrix = _class_matrix(target, structure, states, structure.colour == c)
+            flow = pi[:, None] * class_matrix
+            np.testing.assert_allclose(flow, flow.T, atol=1e-12)
+
+
+@pytest.mark.parametrize("space", ["binary", "mixed"])
+def test_sampled_sweeps_follow_the_exact_matrix(space, x64):
+    """Transitions counted from the jitted sweep match the rows of the exact matrix
+    (chi-square), for a colouring with a wrong class too."""
+    target, states = _space(space)
+    structure = target.structure
+    colour = structure.colour.copy()
+    colour[:2] = 0
+    structure = structure._replace(colour=colour, num_colours=int(colour.max()) + 1)
+    matrix = _sweep_matrix(target, structure, states)
+    sweep = chromatic.build_kernel(target.neighbourhood, structure)
+    log_terms = target.log_terms()
+
+    @jax.jit
+    def next_states(keys, x):
+        state = chromatic.init(x, log_terms)
+        return jax.vmap(lambda key: sweep(key, state, log_terms)[0].position)(keys)
+
+    lookup = state_lookup(states)
+    counts = np.zeros_like(matrix)
+    for i, key in enumerate(random.split(random.key(3), len(states))):
+        ends = lookup(np.asarray(next_states(random.split(key, 400), jnp.asarray(states[i]))))
+        counts[i] = np.bincount(ends, minlength=len(states))
+    assert chi_square_rows(counts, matrix) > 1e-3
+
+
+# --- sampling numpyro models ------------------------------------------------------------------
+
+
+def lattice_model():
+    x = numpyro.sample("x", dist.Bernoulli(0.4).expand([3, 3]))
+    s = 2.0 * x - 1.0
+    numpyro.factor("right", 0.5 * s[:, :-1] * s[:, 1:])
+    numpyro.factor("down", -0.3 * s[:-1, :] * s[1:, :])
+
+
+def categorical_chain_model():
+    z = numpyro.sample("z", dist.Categorical(jnp.array([0.5, 0.3, 0.2])).expand([5]))
+    numpyro.factor("agree", 0.8 * (z[:-1] == z[1:]))
+    numpyro.sample("y", dist.Normal(jnp.array([-1.0, 0.0, 1.5])[z], 1.0), obs=jnp.arange(5.0) / 3)
+
+
+def ordinal_chain_model():
+    n = numpyro.sample("n", dist.Binomial(6, 0.3).expand([4]))
+    numpyro.factor("smooth", -0.3 * (n[:-1] - n[1:]) ** 2)
+
+
+@pytest.mark.parametrize(
+    "model, sites, ordinal_window",
+    [
+        (lattice_model, {"x": ((3, 3), range(2))}, 1),
+        (categorical_chain_model, {"z": ((5,), range(3))}, 1),
+        (ordinal_chain_model, {"n": ((4,), range(7))}, 2),
+    ],
+    ids=["binary", "categorical", "ordinal"],
+)
+def test_posterior_means_match_enumeration(model, sites, ordinal_window):
+    """Means of every coordinate within 4 Monte Carlo standard errors of the enumerated
+    posterior (2 chains x 4000 sweeps, fixed seed)."""
+    states, pi = enumerate_model(model, (), sites)
+    kernel = ChromaticGibbs(model, ordinal_window=ordinal_window)
+    mcmc = MCMC(kernel, num_warmup=200, num_samples=4000, num_chains=2, progress_bar=False,
+                chain_method="vectorized")
+    mcmc.run(random.key(0), extra_fields=("accept_prob",))
+    name = next(iter(sites))
+    draws = np.asarray(mcmc.get_samples(group_by_chain=True)[name]).reshape(2, 4000, -1)
+    assert_mean_within_mcse(draws, pi @ states, what=name)
+    accept_prob = mcmc.get_extra_fields()["accept_prob"]
+    if name == "n":
+        # a window is not the whole conditional: the correction rejects now and then
+        assert 0.8 < float(np.mean(accept_prob)) < 1.0
+    else:
+        # the detected colourings are valid: every class move is accepted (float32)
+        np.testing.assert_allclose(accept_prob, 1.0, atol=1e-5)
+
+
+def beta_lattice_model(y):
+    """A continuous probability shared by a chain of binary states observed with noise."""
+    p = numpyro.sample("p", dist.Beta(2.0, 2.0))
+    x = numpyro.sample("x", dist.Bernoulli(p).expand([4]))
+    numpyro.factor("chain", 0.6 * (x[:-1] == x[1:]))
+    numpyro.sample("y", dist.Normal(x, 0.6), obs=y)
+
+
+Y_CHAIN = jnp.array([0.1, 0.9, 1.2, -0.2])
+
+
+def _beta_lattice_moments():
+    """E[p] and E[x] by enumerating x and integrating p on a fine grid."""
+    grid = np.linspace(1e-4, 1 - 1e-4, 4001)
+    states = np.array(list(itertools.product(range(2), repeat=4)))
+    ones = states.sum(1)
+    agree = (states[:, :-1] == states[:, 1:]).sum(1)
+    y = np.asarray(Y_CHAIN)
+    log_lik = -0.5 * (((y - states) / 0.6) ** 2).sum(1) + 0.6 * agree
+    log_w = (
+        np.log(grid)[None] * (1 + ones[:, None])
+        + np.log1p(-grid)[None] * (1 + 4 - ones[:, None])
+        + log_lik[:, None]
+    )
+    w = np.exp(log_w - log_w.max())
+    return (w.sum(0) * grid).sum() / w.sum(), (w.sum(1) @ states) / w.sum()
+
+
+@pytest.mark.parametrize("composite", ["LBPGibbs", "Gibbs"])
+def test_as_the_discrete_block_of_a_mixed_model(composite):
+    """Beside NUTS, through LBPGibbs and as a block of numpyro's Gibbs: posterior means of
+    ``p`` and ``x`` within 4 Monte Carlo standard errors of quadrature."""
+    if composite == "LBPGibbs":
+        kernel = LBPGibbs(NUTS(beta_lattice_model),
+                          discrete_kernel=ChromaticGibbs(beta_lattice_model))
+    else:
+        kernel = Gibbs([(ChromaticGibbs(beta_lattice_model), ["x"]),
+                        (NUTS(beta_lattice_model), None)])
+    mcmc = MCMC(kernel, num_warmup=500, num_samples=3000, num_chains=2, progress_bar=False)
+    mcmc.run(random.key(1), Y_CHAIN)
+    samples = mcmc.get_samples(group_by_chain=True)
+    mean_p, mean_x = _beta_lattice_moments()
+    assert_mean_within_mcse(samples["p"], mean_p, what="p")
+    assert_mean_within_mcse(samples["x"], mean_x, what="x")
+
+
+# --- the numpyro protocol -----------------------------------------------------------------------
+
+
+def test_state_extra_fields_and_diagnostics():
+    kernel = ChromaticGibbs(lattice_model)
+    assert kernel.num_colours is None
+    state = kernel.init(random.key(0), 10, None, (), None)
+    assert isinstance(state, ChromaticGibbsState)
+    assert kernel.num_colours == 2
+    assert kernel.get_diagnostics_str(state) == "acc. prob=0.00, 2 colours"
+    mcmc = MCMC(kernel, num_warmup=10, num_samples=20, progress_bar=False)
+    mcmc.run(random.key(0), extra_fields=("accept_prob", "num_changed", "potential_energy"))
+    extra = mcmc.get_extra_fields()
+    assert extra["num_changed"].shape == (20,)
+    assert mcmc.get_samples()["x"].dtype.kind == "i"
+
+
+def test_potential_fn_with_terms():
+    """A potential returning its terms (an array) exposes its structure."""
+    kernel = ChromaticGibbs(potential_fn=cycle_potential)
+    mcmc = MCMC(kernel, num_warmup=10, num_samples=10, progress_bar=False)
+    mcmc.run(random.key(0), init_params={"x": jnp.zeros(4, jnp.int32)})
+    assert kernel.num_colours == 2
+
+
+def test_a_dense_model_warns_and_stays_exact():
+    def dense_model():
+        x = numpyro.sample("x", dist.Bernoulli(0.3).expand([3]))
+        numpyro.factor("all", 0.5 * jnp.sum(x) ** 2)
+
+    states, pi = enumerate_model(dense_model, (), {"x": ((3,), range(2))})
+    kernel = ChromaticGibbs(dense_model)
+    mcmc = MCMC(kernel, num_warmup=100, num_samples=4000, progress_bar=False)
+    with pytest.warns(UserWarning, match="interacts with every other"):
+        mcmc.run(random.key(2))
+    assert kernel.num_colours == 3
+    draws = np.asarray(mcmc.get_samples()["x"])[None]
+    assert_mean_within_mcse(draws, pi @ states)
+
+
+@pytest.mark.parametrize("chain_method", ["parallel", "vectorized"])
+def test_structure_is_read_under_every_chain_method(chain_method):
+    """Under ``pmap`` and ``vmap`` numpyro initialises chains inside a trace; the structure
+    is still read (at a concrete draw) and the same for every chain."""
+    kernel = ChromaticGibbs(lattice_model)
+    mcmc = MCMC(kernel, num_warmup=10, num_samples=10, num_chains=2,
+                chain_method=chain_method, progress_bar=False)
+    mcmc.run(random.key(0))
+    assert kernel.num_colours == 2
+    assert mcmc.get_samples()["x"].shape == (20, 3, 3)
+
+
+def graph_model(neighbours):
+    x = numpyro.sample("x", dist.Bernoulli(0.5).expand([4]))
+    numpyro.factor("edges", 0.5 * x[:, None] * x[neighbours])
+
+
+def test_traced_indices_fall_back_to_one_class_per_coordinate_with_a_warning():
+    """When indices come from traced model arguments (``jit`` over the data), nothing can
+    be read: the kernel says so and moves one coordinate per class, still exact."""
+    neighbours = jnp.array([[1, 3], [0, 2], [1, 3], [0, 2]])
+    seen = []
+
+    @jax.jit
+    def build(neighbours):
+        target = DiscreteTarget.from_model(graph_model, random.key(0), (neighbours,), {})
+        seen.append((target.num_colours, target.structure_note))
+        return neighbours
+
+    build(neighbours)
+    assert seen[0][0] == 4 and "traced" in seen[0][1]
+    kernel = ChromaticGibbs(graph_model)
+    with pytest.warns(UserWarning, match="could not detect the structure"):
+        jax.jit(lambda nb: kernel.init(random.key(0), 10, None, (nb,), None))(neighbours)
+    assert kernel.num_colours == 4
