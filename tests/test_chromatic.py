@@ -58,7 +58,11 @@ MIXED_SUPPORTS = {
     "c": SiteSupport.categorical(3),
     "n": SiteSupport.ordinal(0, 3),
 }
-MIXED_INIT = {"b": jnp.zeros(1, jnp.int32), "c": jnp.zeros(1, jnp.int32), "n": jnp.ones(2, jnp.int32)}
+MIXED_INIT = {
+    "b": jnp.zeros(1, jnp.int32),
+    "c": jnp.zeros(1, jnp.int32),
+    "n": jnp.ones(2, jnp.int32),
+}
 
 
 def _space(name):
@@ -66,9 +70,7 @@ def _space(name):
         target = DiscreteTarget.from_potential(cycle_potential, {"x": jnp.zeros(4, jnp.int32)})
         values = [range(2)] * 4
     else:
-        target = DiscreteTarget.from_potential(
-            mixed_potential, MIXED_INIT, supports=MIXED_SUPPORTS
-        )
+        target = DiscreteTarget.from_potential(mixed_potential, MIXED_INIT, supports=MIXED_SUPPORTS)
         values = [range(2), range(3), range(4), range(4)]
     states = np.array(list(itertools.product(*values)), np.int32)
     return target, states
@@ -217,8 +219,14 @@ def test_posterior_means_match_enumeration(model, sites, ordinal_window):
     posterior (2 chains x 4000 sweeps, fixed seed)."""
     states, pi = enumerate_model(model, (), sites)
     kernel = ChromaticGibbs(model, ordinal_window=ordinal_window)
-    mcmc = MCMC(kernel, num_warmup=200, num_samples=4000, num_chains=2, progress_bar=False,
-                chain_method="vectorized")
+    mcmc = MCMC(
+        kernel,
+        num_warmup=200,
+        num_samples=4000,
+        num_chains=2,
+        progress_bar=False,
+        chain_method="vectorized",
+    )
     mcmc.run(random.key(0), extra_fields=("accept_prob",))
     name = next(iter(sites))
     draws = np.asarray(mcmc.get_samples(group_by_chain=True)[name]).reshape(2, 4000, -1)
@@ -265,11 +273,13 @@ def test_as_the_discrete_block_of_a_mixed_model(composite):
     """Beside NUTS, through LBPGibbs and as a block of numpyro's Gibbs: posterior means of
     ``p`` and ``x`` within 4 Monte Carlo standard errors of quadrature."""
     if composite == "LBPGibbs":
-        kernel = LBPGibbs(NUTS(beta_lattice_model),
-                          discrete_kernel=ChromaticGibbs(beta_lattice_model))
+        kernel = LBPGibbs(
+            NUTS(beta_lattice_model), discrete_kernel=ChromaticGibbs(beta_lattice_model)
+        )
     else:
-        kernel = Gibbs([(ChromaticGibbs(beta_lattice_model), ["x"]),
-                        (NUTS(beta_lattice_model), None)])
+        kernel = Gibbs(
+            [(ChromaticGibbs(beta_lattice_model), ["x"]), (NUTS(beta_lattice_model), None)]
+        )
     mcmc = MCMC(kernel, num_warmup=500, num_samples=3000, num_chains=2, progress_bar=False)
     mcmc.run(random.key(1), Y_CHAIN)
     samples = mcmc.get_samples(group_by_chain=True)
@@ -323,8 +333,14 @@ def test_structure_is_read_under_every_chain_method(chain_method):
     """Under ``pmap`` and ``vmap`` numpyro initialises chains inside a trace; the structure
     is still read (at a concrete draw) and the same for every chain."""
     kernel = ChromaticGibbs(lattice_model)
-    mcmc = MCMC(kernel, num_warmup=10, num_samples=10, num_chains=2,
-                chain_method=chain_method, progress_bar=False)
+    mcmc = MCMC(
+        kernel,
+        num_warmup=10,
+        num_samples=10,
+        num_chains=2,
+        chain_method=chain_method,
+        progress_bar=False,
+    )
     mcmc.run(random.key(0))
     assert kernel.num_colours == 2
     assert mcmc.get_samples()["x"].shape == (20, 3, 3)
