@@ -81,11 +81,19 @@ def _class_matrix(target, structure, states, in_class):
     log_terms = target.log_terms()
     neighbourhood = target.neighbourhood
 
+    members = np.flatnonzero(in_class)
+
     @jax.jit
     def conditional(x):
         terms = log_terms(x)
         values, log_probs = chromatic.class_conditional(
-            log_terms, structure, neighbourhood, x, terms, jnp.asarray(in_class)
+            log_terms,
+            structure,
+            neighbourhood,
+            x,
+            terms,
+            jnp.asarray(in_class),
+            jnp.asarray(members),
         )
         return jnp.sum(terms), values, log_probs
 
@@ -97,20 +105,21 @@ def _class_matrix(target, structure, states, in_class):
             cache[i] = [np.asarray(a, np.float64) for a in conditional(jnp.asarray(states[i]))]
         return cache[i]
 
-    members = np.flatnonzero(in_class)
+    rows = range(len(members))
     matrix = np.zeros((len(states), len(states)))
     for i in range(len(states)):
         log_p, values, log_probs = at(i)
         for slots in itertools.product(*(range(values.shape[1]) for _ in members)):
-            log_q = sum(log_probs[j, s] for j, s in zip(members, slots, strict=True))
+            log_q = sum(log_probs[r, s] for r, s in zip(rows, slots, strict=True))
             if not np.isfinite(log_q):
                 continue
             y = states[i].copy()
-            y[members] = [values[j, s] for j, s in zip(members, slots, strict=True)]
+            y[members] = [values[r, s] for r, s in zip(rows, slots, strict=True)]
             k = int(lookup(y[None])[0])
             log_p_y, values_y, log_probs_y = at(k)
             log_q_back = sum(
-                log_probs_y[j, np.flatnonzero(values_y[j] == states[i][j])[0]] for j in members
+                log_probs_y[r, np.flatnonzero(values_y[r] == states[i][j])[0]]
+                for r, j in zip(rows, members, strict=True)
             )
             accept = min(1.0, np.exp(log_p_y - log_p + log_q_back - log_q))
             matrix[i, k] += np.exp(log_q) * accept

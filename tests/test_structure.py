@@ -254,13 +254,18 @@ def test_lattice_of_a_hundred_thousand_coordinates_has_two_colours():
 # --- colour-batched exact ratios ----------------------------------------------------------------
 
 
+@pytest.mark.parametrize("sums", ["gather", "scatter"])
 @pytest.mark.parametrize("name", list(MODELS))
-def test_coloured_ratios_equal_brute_force(name, x64):
+def test_coloured_ratios_equal_brute_force(name, sums, x64):
     """``C x M`` evaluations of the terms give the same table as ``N x M`` evaluations of
-    ``log pi`` (the dense model through one class per coordinate)."""
+    ``log pi`` (the dense model through one class per coordinate), whether the changes are
+    summed per coordinate by gathers (padded term lists) or by a scatter (the pairs)."""
     target = _target(MODELS[name])
+    structure = target.structure
+    if sums == "scatter":
+        structure = structure._replace(coord_terms=None)
     brute = jax.jit(exact_local_fn(target.log_density(), target.neighbourhood))
-    coloured = coloured_ratios(target.log_terms(), target.structure, None)
+    coloured = coloured_ratios(target.log_terms(), structure, None)
 
     @jax.jit
     def coloured_table(x):

@@ -36,16 +36,18 @@ Example: ten independent binary coordinates (one class), sampled from their cond
 
 from collections.abc import Callable
 
+import numpy as np
+
 import jax
 from jax import lax, random
 import jax.numpy as jnp
 
-from numpyro_discrete.core.local_ratios import class_log_ratios
+from numpyro_discrete.core.local_ratios import class_deltas, credit
 from numpyro_discrete.core.neighbourhood import Neighbourhood
 from numpyro_discrete.core.state import Info, State, mh_accept
 from numpyro_discrete.structure.colouring import TermStructure
 
-__all__ = ["build_kernel", "class_conditional", "init"]
+__all__ = ["build_kernel", "class_conditional", "class_members", "init"]
 
 LogTerms = Callable[[jax.Array], jax.Array]
 
@@ -56,6 +58,31 @@ def init(position: jax.Array, log_terms: LogTerms) -> State:
     return State(position, jnp.sum(log_terms(position)), None)
 
 
+def _inverse_cdf(probs: jax.Array, uniforms: jax.Array) -> jax.Array:
+    """Per row, the slot ``k`` with ``cdf[k - 1] <= u * total < cdf[k]``: a running sum over
+    the few slots (a cumulative sum is a slow reduce-window on CPU)."""
+    total = jnp.sum(probs, axis=1)
+    threshold = uniforms * total
+    running = jnp.zeros_like(total)
+    slot = jnp.zeros(total.shape, jnp.int32)
+    for k in range(probs.shape[1] - 1):
+        running = running + probs[:, k]
+        slot = slot + (running <= threshold)
+    return slot
+
+
+def class_members(structure: TermStructure) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """The coordinates of every class as slices of one static array: ``(order, starts,
+    sizes, width)``; class ``c`` is ``order[starts[c] : starts[c] + sizes[c]]``, read as a
+    window of the largest class size `width` whose tail (beyond its size) is masked."""
+    sizes = np.bincount(structure.colour, minlength=structure.num_colours)
+    width = int(sizes.max())
+    order = np.argsort(structure.colour, kind="stable").astype(np.int32)
+    padded = np.concatenate([order, np.full(width, structure.num_coords, np.int32)])
+    starts = (np.cumsum(sizes) - sizes).astype(np.int32)
+    return padded, starts, sizes.astype(np.int32), width
+
+
 def class_conditional(
     log_terms: LogTerms,
     structure: TermStructure,
@@ -63,19 +90,29 @@ def class_conditional(
     x: jax.Array,
     terms_x: jax.Array,
     in_class: jax.Array,
+    members: jax.Array,
 ) -> tuple[jax.Array, jax.Array]:
     """
-    The proposal of one class at `x`: ``(values, log_probs)`` of shape ``(N, 1 + M)``, the
-    options of each coordinate (its current value first, then its candidates) and their
-    log-probabilities ``log p_j(v | x) = d[j, v] - logsumexp_v d[j, v]`` (``d = 0`` for the
-    current value, ``-inf`` for invalid candidates). Rows outside the class are unused.
+    The proposal of one class at `x`: ``(values, log_probs)`` of shape ``(S, 1 + M)`` for
+    its coordinates `members`, their options (the current value first, then the candidates)
+    and the log-probabilities ``log p_j(v | x) = d[j, v] - logsumexp_v d[j, v]`` (``d = 0``
+    for the current value, ``-inf`` for invalid candidates), from ``M`` evaluations of the
+    terms. A member equal to ``N`` (padding) can only stay, with log-probability 0 (its
+    values are those of coordinate 0, never used).
 
     :param terms_x: the terms at `x`.
     :param in_class: ``(N,)`` mask of the class.
+    :param members: ``(S,)`` its coordinates, padded with ``N``.
     """
     candidates, valid = neighbourhood.candidates(x), neighbourhood.valid(x)
-    values = jnp.concatenate([x[:, None], jnp.where(valid, candidates, x[:, None])], axis=1)
-    d = class_log_ratios(log_terms, structure, x, terms_x, in_class, values[:, 1:])
+    moves = jnp.where(valid, candidates, x[:, None])
+    deltas = class_deltas(log_terms, x, terms_x, in_class, moves)[None]
+    coord_class = jnp.where(in_class, 0, -1).astype(jnp.int32)
+    d = credit(structure, deltas, coord_class, members)
+    is_member = members < x.shape[0]
+    rows = jnp.where(is_member, members, 0)
+    valid = valid[rows] & is_member[:, None]
+    values = jnp.concatenate([x[rows, None], moves[rows]], axis=1)
     logits = jnp.concatenate([jnp.zeros_like(d[:, :1]), d], axis=1)
     valid = jnp.concatenate([jnp.ones_like(valid[:, :1]), valid], axis=1)
     logits = jnp.where(valid & ~jnp.isnan(logits), logits, -jnp.inf)
@@ -95,37 +132,39 @@ def build_kernel(
     :param structure: the dependency pairs and colouring of the terms.
     """
     colour = jnp.asarray(structure.colour)
-
-    def conditional(log_terms: LogTerms, x: jax.Array, terms_x: jax.Array, in_class: jax.Array):
-        return class_conditional(log_terms, structure, neighbourhood, x, terms_x, in_class)
+    order, starts, sizes, width = class_members(structure)
 
     def class_move(log_terms: LogTerms, carry: tuple, inputs: tuple) -> tuple:
         x, terms_x, log_p = carry
-        c, key = inputs
-        key_draw, key_accept = random.split(key)
+        c, uniforms = inputs
         in_class = colour == c
-        # forward: each coordinate of the class from its conditional at x
-        values, log_probs = conditional(log_terms, x, terms_x, in_class)
-        slot = random.categorical(key_draw, log_probs, axis=1)
-        y = jnp.where(in_class, jnp.take_along_axis(values, slot[:, None], 1)[:, 0], x)
-        log_q_forward = jnp.sum(
-            jnp.where(in_class, jnp.take_along_axis(log_probs, slot[:, None], 1)[:, 0], 0.0)
+        members = lax.dynamic_slice(jnp.asarray(order), (jnp.asarray(starts)[c],), (width,))
+        members = jnp.where(jnp.arange(width) < jnp.asarray(sizes)[c], members, x.shape[0])
+        # forward: each coordinate of the class from its conditional at x, by inversion
+        values, log_probs = class_conditional(
+            log_terms, structure, neighbourhood, x, terms_x, in_class, members
         )
+        slot = _inverse_cdf(jnp.exp(log_probs), uniforms[:-1])
+        new_values = jnp.take_along_axis(values, slot[:, None], 1)[:, 0]
+        y = x.at[members].set(new_values, mode="drop")
+        log_q_forward = jnp.sum(jnp.take_along_axis(log_probs, slot[:, None], 1))
         # reverse: each coordinate back to x_j from its conditional at y (the window of an
         # ordinal coordinate is symmetric, so x_j is always among y_j's options)
         terms_y = log_terms(y)
         log_p_y = jnp.sum(terms_y)
-        values_y, log_probs_y = conditional(log_terms, y, terms_y, in_class)
-        is_back = values_y == x[:, None]
-        log_q_back = jnp.max(jnp.where(is_back, log_probs_y, -jnp.inf), axis=1)
-        log_q_reverse = jnp.sum(jnp.where(in_class, log_q_back, 0.0))
+        values_y, log_probs_y = class_conditional(
+            log_terms, structure, neighbourhood, y, terms_y, in_class, members
+        )
+        is_back = values_y == values[:, :1]
+        log_q_reverse = jnp.sum(jnp.max(jnp.where(is_back, log_probs_y, -jnp.inf), axis=1))
         log_accept = log_p_y - log_p + log_q_reverse - log_q_forward
         (x_new, terms_new, log_p_new), accept_prob, accepted = mh_accept(
-            key_accept,
+            None,
             log_accept,
             (y, terms_y, log_p_y),
             (x, terms_x, log_p),
             jnp.isfinite(log_p_y),
+            uniform=uniforms[-1],
         )
         num_changed = jnp.where(accepted, jnp.sum(y != x), 0)
         return (x_new, terms_new, log_p_new), (accept_prob, accepted, num_changed)
@@ -134,11 +173,12 @@ def build_kernel(
         x = state.position
         terms_x = log_terms(x)
         classes = jnp.arange(structure.num_colours)
-        keys = random.split(rng_key, structure.num_colours)
+        # one batch of uniforms per sweep: each class's draws (by inversion) and its test
+        uniforms = random.uniform(rng_key, (structure.num_colours, width + 1))
         (x, _, log_p), (accept_prob, accepted, num_changed) = lax.scan(
             lambda carry, inputs: class_move(log_terms, carry, inputs),
             (x, terms_x, jnp.sum(terms_x)),
-            (classes, keys),
+            (classes, uniforms),
         )
         info = Info(jnp.mean(accept_prob), jnp.all(accepted), jnp.sum(num_changed))
         return State(x, log_p, None), info

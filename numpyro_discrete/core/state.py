@@ -56,6 +56,7 @@ def mh_accept(
     current: State,
     is_valid: jax.Array,
     metropolis: jax.Array | bool = True,
+    uniform: jax.Array | None = None,
 ) -> tuple[State, jax.Array, jax.Array]:
     """
     The Metropolis-Hastings test of a proposal whose log acceptance ratio is `log_accept`.
@@ -65,11 +66,16 @@ def mh_accept(
     reach the state. With ``metropolis=False`` every valid proposal is taken (a burn-in
     without correction, ACS's InitBurnin).
 
+    The states may be any pytrees of the same structure. A caller that draws its uniforms
+    in one batch passes this test's as `uniform` (then `rng_key` is unused).
+
     :return: ``(new_state, accept_prob, is_accepted)``, ``accept_prob = min(1, A)``.
     """
     log_accept = jnp.where(is_valid & ~jnp.isnan(log_accept), log_accept, -jnp.inf)
     accept_prob = jnp.exp(jnp.minimum(log_accept, 0.0))
-    is_accepted = jnp.log(random.uniform(rng_key)) < log_accept
+    if uniform is None:
+        uniform = random.uniform(rng_key)
+    is_accepted = jnp.log(uniform) < log_accept
     if metropolis is not True:
         is_accepted = jnp.where(metropolis, is_accepted, is_valid)
     # a conditional rather than a select: measured on CPU (benchmarks/bench_revisions.py),

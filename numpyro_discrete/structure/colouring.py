@@ -36,6 +36,9 @@ class TermStructure(NamedTuple):
     - **dense_terms** - terms that may depend on every coordinate; with them, every class is
       one coordinate and a class's move changes them as it changes ``log pi``.
     - **num_terms** - ``E``.
+    - **coord_terms** - ``(N + 1, D)`` the terms of each coordinate, padded with ``E`` (and
+      a last row of padding), for sums by gathers; ``None`` where ``D``, the largest number
+      of terms of one coordinate, would make it much larger than the pairs.
     """
 
     colour: np.ndarray
@@ -44,6 +47,7 @@ class TermStructure(NamedTuple):
     pair_coords: np.ndarray
     dense_terms: np.ndarray
     num_terms: int
+    coord_terms: np.ndarray | None
 
     @property
     def num_coords(self) -> int:
@@ -100,7 +104,30 @@ def term_structure(dependencies: TermDependencies) -> TermStructure:
         pair_coords=dependencies.coords,
         dense_terms=np.flatnonzero(dependencies.dense).astype(np.int32),
         num_terms=dependencies.num_terms,
+        coord_terms=coordinate_terms(
+            dependencies.terms,
+            dependencies.coords,
+            dependencies.num_coords,
+            dependencies.num_terms,
+        ),
     )
+
+
+def coordinate_terms(
+    pair_terms: np.ndarray, pair_coords: np.ndarray, num_coords: int, num_terms: int
+) -> np.ndarray | None:
+    """The terms of each coordinate as a padded ``(N + 1, D)`` table (padding ``E``), or
+    ``None`` when it would hold more than 4 times as many entries as there are pairs (a
+    coordinate in very many terms: sums then go through a scatter)."""
+    degree = np.bincount(pair_coords, minlength=num_coords)
+    width = int(degree.max()) if degree.size else 0
+    if (num_coords + 1) * width > 4 * pair_terms.size + 4096:
+        return None
+    order = np.argsort(pair_coords, kind="stable")
+    slot = np.arange(pair_coords.size) - np.repeat(np.cumsum(degree) - degree, degree)
+    table = np.full((num_coords + 1, width), num_terms, np.int32)
+    table[pair_coords[order], slot] = pair_terms[order]
+    return table
 
 
 def dense_structure(num_coords: int, num_terms: int) -> TermStructure:
@@ -113,4 +140,5 @@ def dense_structure(num_coords: int, num_terms: int) -> TermStructure:
         pair_coords=np.zeros(0, np.int32),
         dense_terms=np.arange(num_terms, dtype=np.int32),
         num_terms=num_terms,
+        coord_terms=np.full((num_coords + 1, 0), num_terms, np.int32),
     )
