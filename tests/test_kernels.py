@@ -99,8 +99,7 @@ def test_diagnostics_string():
     assert kernel.weights_mode is None  # resolved at init
     state = kernel.init(random.key(0), 10, None, (), None)
     assert kernel.get_diagnostics_str(state) == "acc. prob=0.00, R=1.0"
-    # independent coordinates: one colour, so exact ratios cost one batched evaluation
-    assert kernel.weights_mode == {"x": "exact"}
+    assert kernel.weights_mode == {"x": "gradient"}  # affine in each coordinate
     assert kernel.num_colours == 1
 
 

@@ -299,11 +299,19 @@ def dense_bernoulli_model():
     numpyro.factor("all", 0.3 * jnp.sum(x) ** 2)
 
 
+def gaussian_emission_model():
+    """0/1 states seen through a Gaussian: ``log pi`` is quadratic in each of them."""
+    z = numpyro.sample("z", dist.Bernoulli(0.3).expand([6]))
+    numpyro.sample("y", dist.Normal(2.0 * z, 1.0), obs=jnp.arange(6.0))
+
+
 @pytest.mark.parametrize(
     "model, expected",
     [
-        (ising_model, {"x": "exact"}),  # 2 colours x 1 candidate
-        (mixture_model, {"z": "exact"}),
+        (ising_model, {"x": "gradient"}),  # affine in each spin: the gradient is exact
+        (gaussian_emission_model, {"z": "exact"}),  # cheap (1 colour) and not affine
+        (fhmm_model, {"x": "exact"}),  # cheap (<= 6 colours) and not affine
+        (mixture_model, {"z": "exact"}),  # categorical
         (dense_bernoulli_model, {"x": "gradient"}),  # dense: N evaluations
         (change_point_model, {"tau": "exact"}),  # a zero gradient is no guide
     ],

@@ -47,6 +47,8 @@ _ELEMENTWISE = frozenset(
     shift_right_arithmetic shift_right_logical sign sin sinh sqrt square stop_gradient sub
     tan tanh xor zeta""".split()
 )
+# operations locally constant in their inputs: a derivative never sees through them
+_LOCALLY_CONSTANT = frozenset("eq ne lt le gt ge is_finite sign floor ceil round".split())
 _REDUCTIONS = frozenset(
     "reduce_sum reduce_max reduce_min reduce_prod reduce_and reduce_or reduce_xor argmax "
     "argmin".split()
@@ -89,22 +91,29 @@ class TermDependencies(NamedTuple):
 
 
 def detect_dependencies(
-    terms_fn: Callable[[jax.Array], jax.Array], x: np.ndarray, *, max_set_size: int = 64
+    terms_fn: Callable[[jax.Array], jax.Array],
+    x: np.ndarray,
+    *,
+    max_set_size: int = 64,
+    smooth_only: bool = False,
 ) -> TermDependencies:
     """
     The dependencies of the terms of `terms_fn` on the coordinates of `x`, read from its
     jaxpr evaluated at `x` (see the module's docstring for the rules and what they miss).
 
     :param terms_fn: flat integer vector ``(N,)`` to a 1-D array of terms ``(E,)``.
-    :param x: a concrete flat integer vector at which the program is evaluated.
+    :param x: a concrete flat vector at which the program is evaluated.
     :param max_set_size: a term depending on more coordinates counts as dense.
+    :param smooth_only: drop the dependencies that pass through operations locally
+        constant in their inputs (comparisons, rounding, conversions to integers or
+        booleans): the dependencies a derivative can see.
     """
     x = jnp.asarray(x)
     closed = jax.make_jaxpr(terms_fn)(x)
     if len(closed.out_avals) != 1 or len(closed.out_avals[0].shape) != 1:
         raise ValueError(f"the term function must return one 1-D array, got {closed.out_avals}")
     num_coords = int(x.shape[0])
-    analysis = _Analysis(num_coords, max_set_size)
+    analysis = _Analysis(num_coords, max_set_size, smooth_only)
     identity = np.arange(num_coords, dtype=np.int32)[:, None]
     _, (sets,) = analysis.eval_jaxpr(closed.jaxpr, closed.consts, [x], [identity])
     num_terms = int(closed.out_avals[0].shape[0])
@@ -124,9 +133,10 @@ class _Analysis:
     """One evaluation of a jaxpr with the dependency sets of its values. ``num_coords`` (one
     past the last coordinate) stands for "every coordinate" in a set."""
 
-    def __init__(self, num_coords: int, max_set_size: int) -> None:
+    def __init__(self, num_coords: int, max_set_size: int, smooth_only: bool = False) -> None:
         self.everything = num_coords
         self.max_set_size = max_set_size
+        self.smooth_only = smooth_only
 
     # --- sets -------------------------------------------------------------------------------
 
@@ -208,11 +218,14 @@ class _Analysis:
             return self.eval_jaxpr(inner, (), invals, insets)
         params = eqn.primitive.get_bind_params(eqn.params)
         outvals = _lazy_outputs(eqn, invals, params)
-        if all(s is None for s in insets):
+        if all(s is None for s in insets) or (self.smooth_only and _locally_constant(eqn)):
             return outvals, [None] * len(outvals)
         shapes = [tuple(var.aval.shape) for var in eqn.outvars]
         inshapes = [tuple(var.aval.shape) for var in eqn.invars]
-        if name == "select_n" and insets[0] is None:
+        if self.smooth_only and name == "mul" and any(s is None for s in insets):
+            # a product with a constant zero (an instantiated zero tangent) is zero
+            outsets = [self.times_constant(invals, insets, shapes[0])]
+        elif name == "select_n" and insets[0] is None:
             outsets = [self.select(invals[0], insets[1:], shapes[0])]
         elif name in _ELEMENTWISE:
             outsets = [self.union(insets, shape) for shape in shapes]
@@ -251,6 +264,15 @@ class _Analysis:
                 for shape in shapes
             ]
         return outvals, outsets
+
+    def times_constant(self, invals: list, insets: list, shape: tuple) -> np.ndarray | None:
+        """A product with a constant operand: no dependency where that operand is zero."""
+        constant = next(v for v, s in zip(invals, insets, strict=True) if s is None)
+        sets = self.union(insets, shape)
+        if sets is None:
+            return None
+        is_zero = np.broadcast_to(np.asarray(_force(constant)) == 0, shape)
+        return self.compact(np.where(is_zero[..., None], _PAD, sets))
 
     def select(self, predicate: Any, cases: list, shape: tuple) -> np.ndarray | None:
         """``select_n`` with a predicate that does not depend on x (a mask): each element
@@ -312,6 +334,14 @@ class _Analysis:
                 reduced = np.expand_dims(reduced, insert_at)
             parts.append(reduced)
         return self.union(parts, shape)
+
+
+def _locally_constant(eqn: Any) -> bool:
+    if eqn.primitive.name in _LOCALLY_CONSTANT:
+        return True
+    if eqn.primitive.name == "convert_element_type":
+        return not jnp.issubdtype(eqn.params["new_dtype"], jnp.inexact)
+    return False
 
 
 # --- values, computed on demand ----------------------------------------------------------------
