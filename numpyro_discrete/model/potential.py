@@ -162,7 +162,8 @@ def local_fn_for(
     else:
         exact_coords = np.concatenate([layout.site_coords(name) for name in exact_sites])
     exact_ratios = None
-    if exact_sites and coloured is not None:
+    has_exact_coords = exact_coords is None or len(exact_coords) > 0
+    if has_exact_coords and coloured is not None:
         log_terms, structure = coloured
         exact_ratios = coloured_ratios(flat_log_density(log_terms, layout), structure, exact_coords)
     return mixed_local_fn(
