@@ -328,3 +328,17 @@ def test_auto_keeps_gradients_where_exact_ratios_cost_many_evaluations():
     target = _target(wide_model, weights="auto")
     assert target.num_colours == 12
     assert target.weights_mode == {"x": "gradient"}
+
+
+def test_auto_keeps_gradients_on_a_large_affine_lattice():
+    """Tangents accumulate through ``add_any``: an elementwise rule, not a dense one."""
+
+    def lattice():
+        x = numpyro.sample("x", dist.Bernoulli(0.5).expand([12, 12]))
+        s = 2 * x - 1
+        numpyro.factor("right", 0.3 * s[:, :-1] * s[:, 1:])
+        numpyro.factor("down", 0.3 * s[:-1, :] * s[1:, :])
+
+    target = _target(lattice, weights="auto")
+    assert target.num_colours == 2
+    assert target.weights_mode == {"x": "gradient"}

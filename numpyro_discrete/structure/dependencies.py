@@ -39,7 +39,7 @@ _PAD = -1
 
 # operations whose output element i is computed from the operands' elements i only
 _ELEMENTWISE = frozenset(
-    """abs acos acosh add and asin asinh atan atan2 atanh bessel_i0e bessel_i1e cbrt ceil
+    """abs acos acosh add add_any and asin asinh atan atan2 atanh bessel_i0e bessel_i1e cbrt ceil
     clamp convert_element_type copy copy_p cos cosh digamma div eq erf erf_inv erfc exp exp2
     expm1 floor ge gt igamma igammac imag integer_pow is_finite le lgamma log log1p logistic
     lt max min mul ne neg nextafter not or polygamma population_count pow real
