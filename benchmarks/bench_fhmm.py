@@ -15,6 +15,9 @@ data with ``sigma^2`` of ``--config``, default C2), eight samplers through
   log-ratios evaluated exactly (one vectorised model evaluation per coordinate) - the
   choice when the likelihood is strongly curved in ``X`` (large ``|w| / sigma``), where a
   first-order estimate of a flip's effect is poor and the acceptance collapses;
+- ``LBPGibbs[exact, coloured]``: ``ALBP(weights="exact")`` on ``fhmm_elementwise_model``
+  (below), whose exact ratios are colour-batched: one model evaluation per colour class of
+  ``X`` instead of one per coordinate;
 - ``LBPGibbs[chromatic]``: the same with ``ChromaticGibbs`` as the discrete block, one sweep
   over the colour classes of ``X`` per NUTS move, on ``fhmm_elementwise_model`` (the same
   density with the Markov prior written elementwise, so that the structure is found:
@@ -168,7 +171,17 @@ METHODS = (
         True,
     ),
     # the elementwise form of the model in place of `m` (the same density, whose structure
-    # ChromaticGibbs finds); both blocks must be built on the same model
+    # the kernels find); both blocks must be built on the same model
+    Method(
+        "LBPGibbs[exact, coloured]",
+        lambda m, e: LBPGibbs(
+            NUTS(fhmm_elementwise_model),
+            discrete_kernel=ALBP(fhmm_elementwise_model, weights="exact"),
+        ),
+        True,
+        False,
+        True,
+    ),
     Method(
         "LBPGibbs[chromatic]",
         lambda m, e: LBPGibbs(

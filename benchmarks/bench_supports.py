@@ -70,10 +70,8 @@ from benchmarks.measurement import (
     json_ready,
     release_compiled_programs,
 )
-from benchmarks.targets import Target
+from benchmarks.targets import Target, potts_target
 
-POTTS_COLOURS = 3
-POTTS_BETA = 0.6
 POISSON_SURVEYS = 3
 POISSON_DETECTION = 0.5
 POISSON_MAX = 60
@@ -96,27 +94,6 @@ QUICK = {
     "gibbs_num_samples": 40,
     "num_chunks": 2,
 }
-
-
-def potts_target(p: int, seed: int = 0) -> Target:
-    """The 3-state Potts model on a ``p x p`` lattice, colours used as table indices."""
-    field_np = np.random.default_rng(seed).normal(0.0, 0.5, (p, p, POTTS_COLOURS))
-    field = jnp.asarray(field_np)
-    interaction = POTTS_BETA * jnp.eye(POTTS_COLOURS)
-
-    def model() -> None:
-        x = numpyro.sample("x", dist.Categorical(logits=field))
-        vertical = interaction[x[1:, :], x[:-1, :]]
-        horizontal = interaction[x[:, 1:], x[:, :-1]]
-        numpyro.factor("pairs", jnp.sum(vertical) + jnp.sum(horizontal))
-
-    return Target(
-        name=f"potts-{p}",
-        model=model,
-        num_coords=p * p,
-        shape=(p, p),
-        params={"colours": POTTS_COLOURS, "beta": POTTS_BETA, "field": field_np},
-    )
 
 
 def poisson_targets(num_sites: int, seed: int = 0) -> tuple[Target, Target]:
