@@ -12,8 +12,11 @@ Two targets beyond binary sites, each run side by side in one process:
 - **poisson** - an N-mixture abundance model (a Poisson latent observed through binomial
   thinning): ``n_i ~ Poisson(lambda_i)``, ``lambda_i ~ U[2, 8]`` fixed, and ``J = 3``
   surveys ``y_ij ~ Binomial(n_i, 0.5)`` at each of ``N = 400`` sites (default). ``n_i``
-  enters the likelihood arithmetically (as a ``total_count``), so ``"auto"`` chooses the
-  gradient; ``weights="exact"`` is run too, to report the cost of exact ratios. numpyro's
+  enters the likelihood arithmetically (as a ``total_count``); the sites are independent
+  given the data (one colour) and ``log pi`` is not affine in ``n_i`` (the Poisson prior),
+  so ``"auto"`` chooses exact ratios, colour-batched (it chose the gradient before the
+  kernels read the model's structure; ``results/bench_supports.md`` was recorded then);
+  ``weights="exact"`` is run too. numpyro's
   DiscreteGibbs needs a finite support to enumerate, so it runs on the same model with
   ``n_i`` a categorical over ``0..n_max`` with Poisson probabilities (``n_max = 60``: the
   prior tail above it is below 1e-30 for every site).

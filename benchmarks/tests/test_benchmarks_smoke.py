@@ -190,7 +190,8 @@ def test_bench_supports_quick(tmp_path):
         ("poisson-6", "DiscreteGibbs"),
     }
     assert result["weights_mode"]["potts-3/ALBP"] == "exact"
-    assert result["weights_mode"]["poisson-6/ALBP"] == "gradient"
+    # independent sites (1 colour), not affine in n_i: colour-batched exact ratios
+    assert result["weights_mode"]["poisson-6/ALBP"] == "exact"
     assert result["weights_mode"]["poisson-6/ALBP-exact"] == "exact"
     for key, row in rows.items():
         for field in ("ess_min", "sampling_s", "ess_min_per_s", "ess_min_per_s_vs_gibbs"):
@@ -224,8 +225,10 @@ def _check_bench_structure(bench, result):
             assert _is_finite_number(row["ess_min_per_s_vs_checkerboard"]), key
     assert rows["ising", bench.GIBBS]["ess_min_per_s_vs_gibbs"] == 1.0
     assert rows["ising", bench.CHECKERBOARD]["ess_min_per_s_vs_checkerboard"] == 1.0
+    # affine in each spin: the gradient is exact; colours used as indices: exact ratios
+    assert rows["ising", "ALBP"]["weights"] == "gradient"
+    assert rows["potts", "ALBP"]["weights"] == "exact"
     for family in ("ising", "potts"):
-        assert rows[family, "ALBP"]["weights"] == "exact"
         for sampler in ("ALBP", "ChromaticGibbs"):
             assert rows[family, sampler]["num_colours"] == 2, (family, sampler)
         # a valid colouring: every class's joint move is accepted
