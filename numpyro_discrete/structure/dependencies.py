@@ -15,10 +15,11 @@ integer arrays of shape ``value.shape + (K,)``, padded with ``-1``.
   makes every output element depend on every coordinate any of its inputs depends on, and a
   set larger than ``max_set_size`` becomes *dense* (every coordinate). Both only
   over-approximate: more colours, never a wrong ratio.
-- **What it can miss**: indices computed from values other than ``x`` (a continuous
-  parameter conditioned on by Gibbs, ``jnp.floor(theta)``) are read at their values during
-  detection; if they change later, a dependency may be missed. Kernels stay exact (their MH
-  test uses ``log pi`` itself); only their proposals become approximate.
+- **What it can miss**: indices and masks (``select_n`` predicates) computed from values
+  other than ``x`` (a continuous parameter conditioned on by Gibbs, ``jnp.floor(theta)``)
+  are read at their values during detection; if they change later, a dependency may be
+  missed. Kernels stay exact (their MH test uses ``log pi`` itself); only their proposals
+  become approximate.
 - A term that is a sum over the lattice (``jnp.sum(J * x[:-1] * x[1:])`` as one factor)
   depends on every coordinate: write factors elementwise to expose the structure.
 """
