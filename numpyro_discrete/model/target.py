@@ -44,7 +44,7 @@ from numpyro_discrete.model.potential import (
 )
 from numpyro_discrete.numpyro_internals import prepare_model_for_potential
 from numpyro_discrete.structure.colouring import TermStructure, dense_structure, term_structure
-from numpyro_discrete.structure.dependencies import detect_dependencies
+from numpyro_discrete.structure.dependencies import TermDependencies, detect_dependencies
 
 __all__ = ["DiscreteTarget", "ModelSites", "model_sites"]
 
@@ -287,7 +287,7 @@ class DiscreteTarget:
         return self.layout.unflatten(flat)
 
     @property
-    def num_colours(self) -> int | None:
+    def num_colours(self) -> int:
         """``C``, the number of colour classes of the coordinates (``N`` for a dense model,
         or when the structure could not be detected)."""
         return self.structure.num_colours
@@ -412,19 +412,29 @@ def _detect_structure(
     """The structure of the terms read at the point `initial` (the dependencies do not
     depend on it), or a dense one and why."""
     flat_log_terms = flat_log_density(log_terms, layout)
-    try:
-        with jax.ensure_compile_time_eval():
-            dependencies = detect_dependencies(flat_log_terms, initial)
-    except (
-        jax.errors.ConcretizationTypeError,
-        jax.errors.TracerArrayConversionError,
-        jax.errors.TracerIntegerConversionError,
-    ):
+    dependencies = _read_dependencies(flat_log_terms, initial)
+    if dependencies is None:
         num_terms = jax.eval_shape(flat_log_terms, initial).shape[0]
         return dense_structure(layout.num_coords, num_terms), (
             "the model's arguments are traced, so its program cannot be evaluated"
         )
     return term_structure(dependencies), ""
+
+
+def _read_dependencies(
+    fn: Callable[[jax.Array], jax.Array], point: np.ndarray | jax.Array, smooth_only: bool = False
+) -> TermDependencies | None:
+    """:func:`detect_dependencies` of `fn` at `point` (it reads the values it needs eagerly,
+    even inside a trace: ``pmap``/``vmap`` of ``init``); ``None`` when the model's arguments
+    are traced and the indices it needs cannot be read."""
+    try:
+        return detect_dependencies(fn, point, smooth_only=smooth_only)
+    except (
+        jax.errors.ConcretizationTypeError,
+        jax.errors.TracerArrayConversionError,
+        jax.errors.TracerIntegerConversionError,
+    ):
+        return None
 
 
 def _resolve_weights(
@@ -525,11 +535,10 @@ def _non_affine_sites(
             ones = jnp.ones(members.size, float_dtype)
             return jax.jvp(merged, (x[members],), (ones,))[1]
 
-        try:
-            with jax.ensure_compile_time_eval():
-                point = np.asarray(initial, float_dtype)
-                dependencies = detect_dependencies(derivative, point, smooth_only=True)
-        except (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError):
+        dependencies = _read_dependencies(
+            derivative, np.asarray(initial, float_dtype), smooth_only=True
+        )
+        if dependencies is None:
             return []  # traced model arguments: no check
         if dependencies.is_dense:
             non_affine[members] = True
@@ -550,13 +559,11 @@ def _zero_gradient_sites(
         return []
     relaxed = flat_log_density(log_terms, layout, float_sites=tuple(sites))
     float_dtype = jnp.result_type(float)
-    try:
-        with jax.ensure_compile_time_eval():
-            point = jnp.asarray(initial, float_dtype)
-            tangents = detect_dependencies(
-                lambda t: jax.jvp(relaxed, (point,), (t,))[1], np.zeros(point.shape, float_dtype)
-            )
-    except (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError):
+    point = np.asarray(initial, float_dtype)
+    tangents = _read_dependencies(
+        lambda t: jax.jvp(relaxed, (point,), (t,))[1], np.zeros(point.shape, float_dtype)
+    )
+    if tangents is None:
         return []  # traced model arguments: no check
     if tangents.is_dense:
         return []  # some term's tangent may flow from any coordinate

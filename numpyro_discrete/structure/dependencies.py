@@ -295,9 +295,10 @@ class _Analysis:
             width = operand_sets.shape[-1]
             operand = jnp.asarray(_padded(operand_sets, inshapes[0], width))
             params = dict(params, fill_value=_PAD)
-            moved = jax.vmap(
-                lambda o: lax.gather_p.bind(o, indices, **params), in_axes=-1, out_axes=-1
-            )(operand)
+            with jax.ensure_compile_time_eval():
+                moved = jax.vmap(
+                    lambda o: lax.gather_p.bind(o, indices, **params), in_axes=-1, out_axes=-1
+                )(operand)
             moved = np.asarray(moved)
             return self.compact(np.where(moved < 0, _PAD, moved))
         # indices depending on x: each output element depends on its index vector (the
@@ -358,7 +359,9 @@ class _Lazy:
 
     def get(self) -> Any:
         if not self._done:
-            self._value, self._done = self._compute(), True
+            # eagerly, even when detection runs inside a trace (``init`` under ``pmap``)
+            with jax.ensure_compile_time_eval():
+                self._value, self._done = self._compute(), True
         return self._value
 
 
