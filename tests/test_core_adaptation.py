@@ -70,9 +70,9 @@ def test_albp_step_rounds_then_runs_one_path_step():
     ``R_t``, then one :func:`path.build_kernel` step of the rounded length."""
     num_coords = 6
     local_fn = gradient_local_fn(random_binary_target(num_coords, seed=2), binary_neighbourhood)
-    balancing, buckets = get_balancing("sqrt"), path.path_size_buckets(num_coords)
-    albp_step = path_length.build_kernel(balancing, binary_neighbourhood, buckets)
-    path_step = path.build_kernel(balancing, binary_neighbourhood, buckets)
+    balancing = get_balancing("sqrt")
+    albp_step = path_length.build_kernel(balancing, binary_neighbourhood, num_coords)
+    path_step = path.build_kernel(balancing, binary_neighbourhood, num_coords)
     start = state.init(jnp.zeros(num_coords, jnp.int32), local_fn)
 
     @jax.jit

@@ -119,20 +119,18 @@ def _exact_path_distribution(log_w_coord, path_length):
     return paths, np.asarray(probs)
 
 
-@pytest.mark.parametrize(
-    "num_draws", [1, 3, None, 64], ids=["completion", "mixed", "default", "draws-only"]
-)
-def test_sampled_paths_follow_the_sequential_draw(num_draws):
-    """Ordered paths of 3 of 6 coordinates (one of zero weight, one of most of the weight)
-    against the enumerated sequential draw, chi-square at level 1e-4. One draw leaves the
-    path to the Gumbel-top-k completion; 64 draws almost never need it; 3 and the default
-    mix both."""
+@pytest.mark.parametrize("chunk_size", [1, 2, None], ids=["chunk-1", "chunk-2", "one-chunk"])
+def test_sampled_paths_follow_the_sequential_draw(chunk_size):
+    """Ordered paths of 3 of 6 coordinates (one of zero weight, one of half the weight)
+    against the enumerated sequential draw, chi-square at level 1e-4. Draws with
+    replacement stop once the path holds half the weight, so most paths end by Gumbel-top-k;
+    chunks of 1 and 2 draws take several passes of each kind, the default one pass."""
     log_w = jnp.log(jnp.asarray([[4.0], [0.5], [1.0], [0.0], [2.0], [0.25]]))
     path_length, length, draws = 3, 4, 60000
     paths, probs = _exact_path_distribution(log_w[:, 0], path_length)
     sample = jax.jit(
         jax.vmap(
-            lambda key: path.sample_path(key, log_w, jnp.int32(path_length), length, num_draws)
+            lambda key: path.sample_path(key, log_w, jnp.int32(path_length), length, chunk_size)
         )
     )
     sampled = sample(random.split(random.key(0), draws))
@@ -201,6 +199,51 @@ def test_path_log_prob_with_precomputed_off_path_mass(reverse):
         )
 
 
+@pytest.mark.parametrize("num_candidates", [1, 3])
+@pytest.mark.parametrize("chunk_size", [2, 3, 32])
+def test_chunked_path_probabilities_equal_the_definition(num_candidates, chunk_size):
+    """The kernel's path probabilities, computed a chunk at a time with normalisers carried
+    between chunks, equal :func:`path.path_log_prob` of the same forward and reverse paths
+    (float64, to 1e-10), for path lengths within one chunk, over several, with a partial last
+    chunk, and covering every coordinate."""
+    num_coords = 20
+    rng = np.random.default_rng(chunk_size * num_candidates)
+    with jax.enable_x64(True):
+        log_w_x = jnp.asarray(rng.normal(size=(num_coords, num_candidates)) * 2)
+        log_w_y = jnp.asarray(rng.normal(size=(num_coords, num_candidates)) * 2)
+        # the reverse path's candidate at each coordinate (the kernel's restoring value)
+        restoring = jnp.asarray(rng.integers(num_candidates, size=num_coords))
+        log_w_coord = jnp.stack([logsumexp(log_w_y, axis=1), logsumexp(log_w_x, axis=1)])
+        buffer = path._buffer_size(num_coords, chunk_size)
+        for seed, length in enumerate([1, 2, 5, 7, 13, 20]):
+            drawn = path._draw(
+                random.key(seed), log_w_x, log_w_coord[1], length, buffer, chunk_size, None
+            )
+            forward = path.path_from_coords(
+                drawn.coords[:num_coords], drawn.choices[:num_coords], length, num_coords
+            )
+            np.testing.assert_array_equal(drawn.on_path, forward.on_path)
+            assert int(forward.on_path.sum()) == length
+            off = path.off_path_log_mass(log_w_coord, drawn.on_path)
+            log_q_reverse, log_q_forward = path._log_q_ratio(
+                drawn,
+                length,
+                log_w_x,
+                log_w_y,
+                log_w_coord,
+                off,
+                restoring.__getitem__,
+                chunk_size,
+            )
+            backward = forward._replace(choices=restoring[forward.coords])
+            np.testing.assert_allclose(
+                log_q_forward, path.path_log_prob(log_w_x, forward), rtol=1e-10
+            )
+            np.testing.assert_allclose(
+                log_q_reverse, path.path_log_prob(log_w_y, backward, True), rtol=1e-10
+            )
+
+
 # --- numerical edge cases of the path kernel ------------------------------------------------
 
 
@@ -246,7 +289,7 @@ def test_extreme_fields_reach_the_mode_with_finite_acceptance(x64, weights):
         local_fn = {"gradient": gradient_local_fn, "exact": exact_local_fn}[weights](
             log_pi, binary_neighbourhood
         )
-        kernel = path.build_kernel(get_balancing("sqrt"), binary_neighbourhood, (1,))
+        kernel = path.build_kernel(get_balancing("sqrt"), binary_neighbourhood, 1)
         mode = (np.arange(num_coords) % 2 == 0).astype(np.int32)
         start = state.init(jnp.asarray(1 - mode), local_fn)
 

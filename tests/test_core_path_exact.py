@@ -97,9 +97,11 @@ def test_binary_detailed_balance(x64, path_length, balancing, weights, padded):
         assert np.max(np.abs(d_grad - d_exact)) > 0.1
 
 
+@pytest.mark.parametrize("chunk_size", [1, None], ids=["chunk-1", "one-chunk"])
 @pytest.mark.parametrize("balancing", ["sqrt", "barker"])
-def test_binary_kernel_matches_transition_matrix(x64, balancing):
-    """The jitted kernel, path sampling included, draws from the enumerated matrix."""
+def test_binary_kernel_matches_transition_matrix(x64, balancing, chunk_size):
+    """The jitted kernel, path sampling included, draws from the enumerated matrix, with
+    the path drawn and scored in one chunk or one entry at a time."""
     num_coords, path_length, draws = 4, 2, 20000
     log_pi = random_binary_target(num_coords, seed=7)
     matrix, _ = lbp_transition_matrix(
@@ -107,7 +109,7 @@ def test_binary_kernel_matches_transition_matrix(x64, balancing):
     )
     local_fn = _local_fn(log_pi, "gradient")
     kernel = path.build_kernel(
-        get_balancing(balancing), binary_neighbourhood, path.path_size_buckets(num_coords)
+        get_balancing(balancing), binary_neighbourhood, num_coords, chunk_size
     )
     states = jnp.asarray(all_binary_states(num_coords))
 
@@ -156,17 +158,17 @@ def test_supports_detailed_balance(x64, space, path_length, balancing, weights):
     assert_irreducible(matrix)
 
 
+@pytest.mark.parametrize("chunk_size", [1, None], ids=["chunk-1", "one-chunk"])
 @pytest.mark.parametrize("space", ["mixed"])
-def test_supports_kernel_matches_transition_matrix(x64, space):
+def test_supports_kernel_matches_transition_matrix(x64, space, chunk_size):
     """The jitted kernel (sampled coordinates, then categorical new values) draws
-    from the enumerated matrix."""
+    from the enumerated matrix, with the path drawn and scored in one chunk or one entry
+    at a time."""
     path_length, draws = 2, 10000
     matrix, _, _, (_, local_fn, neighbourhood, states) = supports_transition_matrix(
         space, path_length, "sqrt", "mixed", seed=3
     )
-    kernel = path.build_kernel(
-        get_balancing("sqrt"), neighbourhood, path.path_size_buckets(states.shape[1])
-    )
+    kernel = path.build_kernel(get_balancing("sqrt"), neighbourhood, states.shape[1], chunk_size)
     index_of = state_lookup(states)
 
     counts = _transition_counts(kernel, local_fn, states, path_length, draws, index_of)

@@ -17,7 +17,7 @@ import jax
 from jax import lax, random
 import jax.numpy as jnp
 
-from numpyro_discrete.core import path, path_length, state
+from numpyro_discrete.core import path_length, state
 from numpyro_discrete.core.balancing import get_balancing
 from numpyro_discrete.core.local_ratios import gradient_local_fn
 from numpyro_discrete.core.neighbourhood import binary_neighbourhood
@@ -48,9 +48,7 @@ def test_albp_soak_memory_and_acceptance_stay_flat():
         return field @ s + jnp.sum(s[1:] * s[:-1])
 
     local_fn = gradient_local_fn(log_pi, binary_neighbourhood)
-    kernel = path_length.build_kernel(
-        get_balancing("sqrt"), binary_neighbourhood, path.path_size_buckets(NUM_COORDS)
-    )
+    kernel = path_length.build_kernel(get_balancing("sqrt"), binary_neighbourhood, NUM_COORDS)
     chunk_size = NUM_STEPS // NUM_CHUNKS
 
     def step(i, carry):

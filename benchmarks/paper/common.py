@@ -268,7 +268,7 @@ def make_family(name: str, target: BinaryTarget, max_scale: int | None = None) -
     buckets = (1, k) if k > 1 else (1,)
     if name == "LBP":
         local_fn = gradient_local_fn(target.log_density, binary_neighbourhood)
-        kernel = path_length.build_kernel(get_balancing(BALANCING), binary_neighbourhood, buckets)
+        kernel = path_length.build_kernel(get_balancing(BALANCING), binary_neighbourhood, k)
 
         def lbp_step(key: jax.Array, chain: Any, scale: jax.Array) -> tuple[Any, ...]:
             chain, info, length = kernel(key, chain, local_fn, scale)

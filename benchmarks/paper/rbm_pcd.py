@@ -289,8 +289,8 @@ class Sampler(NamedTuple):
 def path_sampler(name: str, balancing: str, num_visible: int) -> Sampler:
     """LBP-1 (``R = 1``) or ALBP (``R_t`` adapted at every step) with gradient ratios."""
     adaptive = name == "ALBP"
-    buckets = path.path_size_buckets(num_visible) if adaptive else (1,)
-    kernel = path.build_kernel(get_balancing(balancing), binary_neighbourhood, buckets)
+    max_path_length = num_visible if adaptive else 1
+    kernel = path.build_kernel(get_balancing(balancing), binary_neighbourhood, max_path_length)
 
     def local_fn(rbm: Rbm) -> Callable[[jax.Array], tuple[jax.Array, jax.Array]]:
         return gradient_local_fn(lambda v: log_unnormalised(rbm, v), binary_neighbourhood)
@@ -303,8 +303,8 @@ def path_sampler(name: str, balancing: str, num_visible: int) -> Sampler:
         num_chains = chains.position.shape[0]
         key_round, key_step = random.split(rng_key)
         # Alg. 2: R = floor(R_t) + Bernoulli(R_t - floor(R_t)), one draw per step for all
-        # chains: a shared R keeps `lax.switch` over the top-k buckets a real branch under
-        # `vmap` (a per-chain R would run every bucket's branch, 10x slower here)
+        # chains: under `vmap` the path loops run until the longest chain's path is done,
+        # so a shared R wastes no passes
         length = path_length.round_path_length(key_round, chains.scale) if adaptive else 1
         state = core_state.State(chains.position, chains.log_density, chains.log_ratios)
         state, info = jax.vmap(lambda key, s: kernel(key, s, local_fn(rbm), length))(

@@ -9,9 +9,8 @@ library does not ship. One step from ``x``:
 3. the proposal is symmetric (``y`` proposes ``x`` through the same subset), so
    ``log A = log pi(y) - log pi(x)``; accept with probability ``min(1, A)`` (lines 8-13).
 
-As in :mod:`numpyro_discrete.core.path`, one compiled step serves every ``R`` up to a static
-maximum: the subset is drawn by a top-k of a static size, the smallest of `buckets` that is
-``>= R``, chosen by :func:`~numpyro_discrete.core.path.bucket_switch`.
+One compiled step serves every ``R`` up to a static maximum: the subset is drawn by a top-k
+of a static size, the smallest of `buckets` that is ``>= R``, in a :func:`jax.lax.switch`.
 """
 
 from collections.abc import Callable, Sequence
@@ -23,7 +22,6 @@ import jax.numpy as jnp
 from jax.scipy.special import gammaln
 
 from numpyro_discrete.core.noise import gumbel
-from numpyro_discrete.core.path import bucket_switch
 from numpyro_discrete.core.state import Info
 
 __all__ = [
@@ -111,7 +109,9 @@ def build_kernel(
         x = state.position
         branches = [lambda key, k=k: sample_flips(key, x.shape[0], path_length, k) for k in buckets]
         bucket = jnp.searchsorted(jnp.asarray(buckets), path_length)
-        flips = bucket_switch(bucket, branches, key_flips)
+        flips = (
+            lax.switch(bucket, branches, key_flips) if len(buckets) > 1 else branches[0](key_flips)
+        )
         # Alg. 3, line 7
         y = jnp.where(flips, 1 - x, x).astype(x.dtype)
         log_p_y = jnp.asarray(log_density_fn(y), state.log_density.dtype)

@@ -18,10 +18,12 @@ Proposal (Sun et al. 2021; Sun, Dai, Schuurmans 2022, eq. 5 and Alg. 1). With we
 
 The path is drawn by drawing coordinates with replacement and keeping first occurrences,
 which is the same sequential draw without replacement (see :func:`sample_path`). One
-compiled step serves every ``R`` up to a static maximum: path sizes come in buckets
-``1, 2, 4, ...`` and each step runs the smallest bucket ``>= R`` through
-:func:`jax.lax.switch`, so its path work is ``O(N + R log N)``, never a sort of all ``N``
-coordinates.
+compiled step serves every ``R`` up to a static maximum: the path lives in a buffer of that
+size, and both the draw and the path probabilities walk through it in chunks of a static
+size, in loops whose trip count is ``ceil(R / chunk)``. A step's path work is
+``O(N + R log N)``, never a sort of all ``N`` coordinates, and the compiled program holds
+one copy of the path code whatever the maximum (a branch per power-of-two path size, the
+previous design, compiled in 6.5 s instead of 1 s at ``N = 2500``).
 
 Example: an exact draw from a product of Bernoullis is kept by LBP-2 steps.
 
@@ -34,7 +36,7 @@ Example: an exact draw from a product of Bernoullis is kept by LBP-2 steps.
     >>> local_fn = local_ratios.gradient_local_fn(
     ...     lambda x: jnp.sum(x * logits), neighbourhood.binary_neighbourhood)
     >>> kernel = path.build_kernel(
-    ...     balancing.sqrt, neighbourhood.binary_neighbourhood, path.path_size_buckets(2))
+    ...     balancing.sqrt, neighbourhood.binary_neighbourhood, max_path_length=2)
     >>> def step(x, key):
     ...     new, info = kernel(key, state.init(x, local_fn), local_fn, 2)
     ...     return new.position
@@ -45,8 +47,8 @@ Example: an exact draw from a product of Bernoullis is kept by LBP-2 steps.
     True
 """
 
-from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 
@@ -64,14 +66,12 @@ from numpyro_discrete.core.state import Info, State, mh_accept
 __all__ = [
     "Path",
     "apply_path",
-    "bucket_switch",
     "build_kernel",
     "cumulative_sum",
-    "default_num_draws",
+    "default_chunk_size",
     "off_path_log_mass",
     "path_from_coords",
     "path_log_prob",
-    "path_size_buckets",
     "reverse_path",
     "sample_path",
 ]
@@ -103,15 +103,15 @@ def path_from_coords(
     return Path(coords, choices, active, on_path)
 
 
-def path_size_buckets(max_path_length: int) -> tuple[int, ...]:
-    """
-    Static path sizes ``1, 2, 4, ..., max_path_length``: a step with path length ``R`` runs
-    the smallest bucket ``>= R``, so its path arrays hold fewer than ``2 R`` entries.
-    """
-    buckets = [1]
-    while buckets[-1] < max_path_length:
-        buckets.append(min(2 * buckets[-1], max_path_length))
-    return tuple(buckets)
+def default_chunk_size(max_path_length: int) -> int:
+    """The static chunk of the path loops: 128 entries, or the smallest power of two that
+    holds `max_path_length` when it is shorter. A path of ``R`` entries takes ``ceil(R /
+    128)`` passes; longer chunks cost more for short paths (a chunk's draws are deduplicated
+    pairwise), shorter ones more passes for long paths."""
+    return min(_CHUNK, 1 << max(max_path_length - 1, 0).bit_length())
+
+
+_CHUNK = 128
 
 
 def sample_path(
@@ -119,7 +119,7 @@ def sample_path(
     log_w: jax.Array,
     path_length: jax.Array,
     length: int,
-    num_draws: int | None = None,
+    chunk_size: int | None = None,
 ) -> Path:
     """
     Draw an ordered path of ``path_length`` distinct coordinates and their candidates.
@@ -127,112 +127,147 @@ def sample_path(
     Drawing coordinates with replacement, in proportion to ``W_j``, and keeping each one's
     first occurrence gives exactly the sequential draw without replacement (Alg. 1, lines
     3-5): given the coordinates drawn so far, the next new one is drawn in proportion to
-    its weight among the others. That costs ``num_draws`` binary searches in the cumulative
-    weights, ``O(N + num_draws log N)``, where Gumbel-top-k needs a partial sort, the
-    costliest part of a step on CPU. If the draws hold fewer than ``path_length`` distinct
-    coordinates (the weight sits on few of them), Gumbel-top-k among the coordinates not
-    drawn completes the path, which continues the same sequential draw. Coordinates whose
-    weight underflows to zero against the largest (a ratio below about ``1e-38`` in float32)
-    are left to that completion.
+    its weight among the others. Draws come in chunks of `chunk_size`, each a binary search
+    in the cumulative weights, ``O(N + R log N)`` in all, where Gumbel-top-k needs a partial
+    sort, the costliest part of a step on CPU. Once the coordinates drawn hold half the
+    weight (or a chunk finds no new one), the draw goes on by Gumbel-top-k among the
+    coordinates not drawn, a chunk at a time, which continues the same sequential draw and
+    always terminates: each new coordinate is drawn from the right conditional whichever
+    way, and the switch depends on the past draws only. Coordinates whose weight underflows
+    to zero against the largest (a ratio below about ``1e-38`` in float32) are left to that
+    completion.
 
     :param rng_key: random key.
     :param log_w: ``(N, M)`` log weights at the path's start state.
-    :param path_length: ``R``, integer scalar, ``1 <= R <= length``.
+    :param path_length: ``R``, integer scalar, ``1 <= R <= length <= N``.
     :param length: static path size ``k``; the path has this length.
-    :param num_draws: static number of draws with replacement tried before the completion
-        (default :func:`default_num_draws` of `length`).
+    :param chunk_size: static number of draws per pass (default :func:`default_chunk_size`
+        of `length`).
     """
+    chunk = default_chunk_size(length) if chunk_size is None else chunk_size
+    buffer = _buffer_size(length, chunk)
     log_w_coord = _coordinate_log_weights(log_w)
-    cumulative = _cumulative_weights(log_w_coord)
-    return _sample_path(rng_key, log_w, log_w_coord, cumulative, path_length, length, num_draws)
+    drawn = _draw(rng_key, log_w, log_w_coord, path_length, buffer, chunk, None)
+    return path_from_coords(
+        drawn.coords[:length], drawn.choices[:length], path_length, log_w.shape[0]
+    )
 
 
-def default_num_draws(length: int) -> int:
-    """Draws with replacement tried for a path of static size `length`: ``1.5 length``.
-    When the weight is spread over many more than `length` coordinates, few draws repeat
-    and the Gumbel-top-k completion is rarely needed."""
-    return length + length // 2
+def _buffer_size(max_path_length: int, chunk: int) -> int:
+    """Path buffers hold whole chunks, so that no chunk's slice is clamped at the end."""
+    return -(-max_path_length // chunk) * chunk
 
 
-def _cumulative_weights(log_w_coord: jax.Array) -> jax.Array:
-    """Cumulative coordinate weights, scaled so that the largest weight is 1."""
-    # a scan rather than `cumulative_sum`: N is rarely a multiple of its block, and on CPU
-    # padding to one cost more than the scan's log N passes at N = 2500 (28 against 12 us)
-    shift = jnp.max(log_w_coord)
-    shift = jnp.where(jnp.isfinite(shift), shift, 0.0)
-    return lax.associative_scan(jnp.add, jnp.exp(log_w_coord - shift))
+class _Carry(NamedTuple):
+    """The path drawn so far: ``count`` entries of the buffers, and the weight they hold."""
+
+    count: jax.Array
+    coords: jax.Array
+    choices: jax.Array
+    on_path: jax.Array
+    moved: jax.Array | None
+    taken: jax.Array
 
 
-def _sample_path(
+class _Drawn(NamedTuple):
+    """A drawn path in buffers: its first ``R`` entries are the path."""
+
+    coords: jax.Array
+    choices: jax.Array
+    on_path: jax.Array
+    moved: jax.Array | None
+
+
+def _draw(
     rng_key: jax.Array,
     log_w: jax.Array,
     log_w_coord: jax.Array,
-    cumulative: jax.Array,
     path_length: jax.Array,
-    length: int,
-    num_draws: int | None,
-) -> Path:
-    """:func:`sample_path` given the coordinate weights and their cumulative sums (work of
-    size ``N`` that the kernel does once, outside its branches of size ``length``)."""
-    key_draws, key_rest, key_choices = random.split(rng_key, 3)
-    if num_draws is None:
-        num_draws = default_num_draws(length)
-    coords, num_distinct = _draw_distinct(key_draws, log_w_coord, cumulative, length, num_draws)
-    coords = _complete(key_rest, log_w_coord, coords, num_distinct, path_length)
+    buffer: int,
+    chunk: int,
+    moves: tuple[jax.Array, jax.Array] | None,
+) -> _Drawn:
+    """The path draw of :func:`sample_path` into buffers of size `buffer`. With `moves`
+    ``(position, candidates)`` of a state with more than one candidate per coordinate, the
+    moved position is built along the way (one scatter of a chunk per pass)."""
     num_coords, num_candidates = log_w.shape
-    if num_candidates == 1:
-        choices = jnp.zeros(length, dtype=jnp.int32)
-    else:
-        choices = random.categorical(key_choices, log_w[coords], axis=-1)
-    return path_from_coords(coords, choices, path_length, num_coords)
+    key_draws, key_complete, key_choices = random.split(rng_key, 3)
+    # weights scaled so that the largest is 1
+    shift = jnp.max(log_w_coord)
+    shift = jnp.where(jnp.isfinite(shift), shift, 0.0)
+    scaled = jnp.exp(log_w_coord - shift)
+    # a scan rather than `cumulative_sum`: N is rarely a multiple of its block, and on CPU
+    # padding to one cost more than the scan's log N passes at N = 2500 (28 against 12 us)
+    cumulative = lax.associative_scan(jnp.add, scaled)
+    total = cumulative[-1]
 
+    def append(carry: _Carry, draws: jax.Array, is_new: jax.Array, pass_index: jax.Array):
+        """Put the new coordinates among `draws` on the path, up to ``R`` of them."""
+        place = carry.count + jnp.cumsum(is_new, dtype=jnp.int32) - 1
+        keep = is_new & (place < path_length)
+        index = jnp.where(keep, place, buffer)
+        choices, moved = carry.choices, carry.moved
+        if num_candidates > 1:
+            key = random.fold_in(key_choices, pass_index)
+            chosen = random.categorical(key, log_w[draws], axis=-1).astype(jnp.int32)
+            choices = choices.at[index].set(chosen, mode="drop")
+            if moved is not None:
+                values = moves[1][draws, chosen].astype(moved.dtype)
+                moved = moved.at[jnp.where(keep, draws, num_coords)].set(values, mode="drop")
+        return _Carry(
+            count=carry.count + jnp.sum(keep, dtype=jnp.int32),
+            coords=carry.coords.at[index].set(draws, mode="drop"),
+            choices=choices,
+            on_path=carry.on_path.at[draws].max(keep),
+            moved=moved,
+            taken=carry.taken + jnp.sum(jnp.where(keep, scaled[draws], 0.0)),
+        )
 
-def _draw_distinct(
-    rng_key: jax.Array,
-    log_w_coord: jax.Array,
-    cumulative: jax.Array,
-    length: int,
-    num_draws: int,
-) -> tuple[jax.Array, jax.Array]:
-    """The distinct coordinates among `num_draws` draws with replacement, in order of first
-    occurrence (the first `length` of them, zero-padded), and how many there were."""
-    num_coords = log_w_coord.shape[0]
-    targets = uniform(rng_key, num_draws, cumulative.dtype) * cumulative[-1]
-    draws = jnp.searchsorted(cumulative, targets, side="right")
-    draws = jnp.minimum(draws, num_coords - 1).astype(jnp.int32)
-    order = jnp.arange(num_draws, dtype=jnp.int32)
-    first_draw = jnp.full(num_coords, num_draws, jnp.int32).at[draws].min(order)
-    # a coordinate of zero weight is never drawn, whatever the rounding of `cumulative`
-    is_first = (first_draw[draws] == order) & (log_w_coord[draws] > -jnp.inf)
-    # a coordinate's place on the path: the number of distinct ones drawn before it
-    place = jnp.where(is_first, jnp.cumsum(is_first, dtype=jnp.int32) - 1, length)
-    coords = jnp.zeros(length, jnp.int32).at[place].set(draws, mode="drop")
-    return coords, jnp.sum(is_first, dtype=jnp.int32)
+    def with_replacement(loop: tuple) -> tuple:
+        pass_index, carry, first_draw, _ = loop
+        key = random.fold_in(key_draws, pass_index)
+        draws = jnp.searchsorted(cumulative, uniform(key, chunk, scaled.dtype) * total, "right")
+        draws = jnp.minimum(draws, num_coords - 1).astype(jnp.int32)
+        # a draw's first occurrence in this pass: the smallest stamp scattered at its
+        # coordinate (coordinates drawn in earlier passes are on the path already)
+        stamp = pass_index * chunk + jnp.arange(chunk, dtype=jnp.int32)
+        first_draw = first_draw.at[draws].min(stamp)
+        is_first = first_draw[draws] == stamp
+        # a coordinate of zero weight is never drawn, whatever the rounding of `cumulative`
+        is_new = is_first & ~carry.on_path[draws] & (log_w_coord[draws] > -jnp.inf)
+        carry = append(carry, draws, is_new, pass_index)
+        return pass_index + 1, carry, first_draw, jnp.any(is_new)
 
+    def gumbel_top_k(loop: tuple) -> tuple:
+        pass_index, carry = loop
+        key = random.fold_in(key_complete, pass_index)
+        keys = jnp.where(carry.on_path, -jnp.inf, log_w_coord)
+        keys = keys + gumbel(key, num_coords, log_w_coord.dtype)
+        draws = lax.top_k(keys, min(chunk, num_coords))[1].astype(jnp.int32)
+        return pass_index + 1, append(carry, draws, ~carry.on_path[draws], pass_index)
 
-def _complete(
-    rng_key: jax.Array,
-    log_w_coord: jax.Array,
-    coords: jax.Array,
-    num_distinct: jax.Array,
-    path_length: jax.Array,
-) -> jax.Array:
-    """`coords`, of which the first `num_distinct` are drawn, completed to `path_length`
-    coordinates by Gumbel-top-k among the others when `num_distinct` falls short."""
-    num_coords, length = log_w_coord.shape[0], coords.shape[0]
+    def draws_pay(loop: tuple) -> jax.Array:
+        # draws with replacement while they mostly land off the path
+        _, carry, _, found = loop
+        return (carry.count < path_length) & found & (carry.taken < 0.5 * total)
 
-    def complete(carry: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
-        coords, _ = carry
-        is_drawn = jnp.arange(length) < num_distinct
-        taken = jnp.zeros(num_coords, bool).at[coords].max(is_drawn)
-        keys = jnp.where(taken, -jnp.inf, log_w_coord)
-        keys = keys + gumbel(rng_key, num_coords, log_w_coord.dtype)
-        rest = lax.top_k(keys, length)[1][jnp.maximum(jnp.arange(length) - num_distinct, 0)]
-        return jnp.where(is_drawn, coords, rest), jnp.zeros((), bool)
-
-    # a loop run once or never rather than a conditional: under `vmap` a conditional runs
-    # both branches for every chain, a loop only when some chain needs the completion
-    return lax.while_loop(lambda carry: carry[1], complete, (coords, num_distinct < path_length))[0]
+    carry = _Carry(
+        count=jnp.zeros((), jnp.int32),
+        coords=jnp.zeros(buffer, jnp.int32),
+        choices=jnp.zeros(buffer, jnp.int32),
+        on_path=jnp.zeros(num_coords, bool),
+        moved=None if moves is None or num_candidates == 1 else moves[0],
+        taken=jnp.zeros((), scaled.dtype),
+    )
+    first_draw = jnp.full(num_coords, jnp.iinfo(jnp.int32).max, jnp.int32)
+    loop = (jnp.zeros((), jnp.int32), carry, first_draw, jnp.ones((), bool))
+    pass_index, carry, _, _ = lax.while_loop(draws_pay, with_replacement, loop)
+    # a loop rather than a conditional: under `vmap` a conditional runs both branches for
+    # every chain, a loop only while some chain needs it
+    _, carry = lax.while_loop(
+        lambda loop: loop[1].count < path_length, gumbel_top_k, (pass_index, carry)
+    )
+    return _Drawn(carry.coords, carry.choices, carry.on_path, carry.moved)
 
 
 def path_log_prob(
@@ -333,24 +368,73 @@ def _coordinate_log_weights(log_w: jax.Array) -> jax.Array:
     return logsumexp(log_w, axis=1)
 
 
-def _pad(path: Path, length: int) -> Path:
-    extra = length - path.coords.shape[0]
-    return Path(
-        jnp.pad(path.coords, (0, extra)),
-        jnp.pad(path.choices, (0, extra)),
-        jnp.pad(path.active, (0, extra)),
-        path.on_path,
-    )
+def _log_cumulative(log_start: jax.Array, log_values: jax.Array, reverse: bool) -> jax.Array:
+    """``log(exp(log_start) + cumsum(exp(log_values)))`` (from the end with `reverse`), shifted
+    by the largest term so that nothing overflows or underflows against it."""
+    shift = jnp.maximum(log_start, jnp.max(log_values))
+    shift = jnp.where(jnp.isfinite(shift), lax.stop_gradient(shift), 0.0)
+    sums = cumulative_sum(jnp.exp(log_values - shift), reverse=reverse)
+    return jnp.log(jnp.exp(log_start - shift) + sums) + shift
 
 
-def _truncate(path: Path, length: int) -> Path:
-    return Path(path.coords[:length], path.choices[:length], path.active[:length], path.on_path)
+def _log_q_ratio(
+    drawn: _Drawn,
+    path_length: jax.Array,
+    log_w_x: jax.Array,
+    log_w_y: jax.Array,
+    log_w_coord: jax.Array,
+    log_off_path: jax.Array,
+    restores: Callable[[jax.Array], jax.Array],
+    chunk: int,
+) -> tuple[jax.Array, jax.Array]:
+    """``(log q(reverse | y), log q(forward | x))`` of a drawn path, :func:`path_log_prob` of
+    both computed a chunk at a time: the reverse path's normalisers are sums over the path's
+    start (carried forwards from its first chunk), the forward path's over its end (carried
+    backwards from its last chunk), so each is a sum of positive terms, as in
+    :func:`path_log_prob`. `log_w_coord` stacks ``log W_j`` at ``y`` and at ``x``;
+    `restores` gives the reverse path's candidate index at each of some coordinates."""
+    num_chunks = (path_length + chunk - 1) // chunk
+    entry = jnp.arange(chunk)
+
+    def chunk_terms(index: jax.Array, end: int, log_start: jax.Array, reverse: bool):
+        start = index * chunk
+        coords = lax.dynamic_slice(drawn.coords, (start,), (chunk,))
+        active = start + entry < path_length
+        log_w_path = jnp.where(active, log_w_coord[end, coords], -jnp.inf)
+        log_remaining = _log_cumulative(log_start, log_w_path, reverse)
+        if reverse:
+            choices = lax.dynamic_slice(drawn.choices, (start,), (chunk,))
+            log_w_choice = log_w_x[coords, choices]
+        else:
+            log_w_choice = log_w_y[coords, restores(coords)]
+        terms = jnp.where(active, log_w_choice - log_remaining, 0.0)
+        # the normaliser carried to the next chunk: every entry of this one included
+        return jnp.sum(terms), log_remaining[0 if reverse else -1]
+
+    def body(j: jax.Array, carry: tuple) -> tuple:
+        log_q_reverse, log_q_forward, after_start, before_end = carry
+        # Eq. 5: coordinate r is drawn among those not visited before it. Reverse (at y),
+        # those are u_1..u_r, a sum over the path's start; forward (at x), u_r..u_R.
+        reverse_terms, after_start = chunk_terms(j, 0, after_start, False)
+        forward_terms, before_end = chunk_terms(num_chunks - 1 - j, 1, before_end, True)
+        return (
+            log_q_reverse + reverse_terms,
+            log_q_forward + forward_terms,
+            after_start,
+            before_end,
+        )
+
+    zero = jnp.zeros((), log_w_x.dtype)
+    carry = (zero, zero, log_off_path[0], log_off_path[1])
+    log_q_reverse, log_q_forward, _, _ = lax.fori_loop(0, num_chunks, body, carry)
+    return log_q_reverse, log_q_forward
 
 
 def build_kernel(
     log_balancing: LogBalancing,
     neighbourhood: Neighbourhood,
-    buckets: Sequence[int],
+    max_path_length: int,
+    chunk_size: int | None = None,
 ) -> Callable[[jax.Array, State, LocalFn, jax.Array], tuple[State, Info]]:
     """
     The LBP-R transition kernel.
@@ -358,11 +442,13 @@ def build_kernel(
     :param log_balancing: log balancing function, see
         :mod:`~numpyro_discrete.core.balancing`.
     :param neighbourhood: candidate values per coordinate.
-    :param buckets: static path sizes, see :func:`path_size_buckets`; the path length of every
-        step must be at most ``buckets[-1]``.
+    :param max_path_length: static bound of the path length ``R`` of every step (at most
+        ``N``).
+    :param chunk_size: static chunk of the path loops (default :func:`default_chunk_size`).
     :return: ``kernel(rng_key, state, local_fn, path_length) -> (state, info)``.
     """
-    buckets = tuple(buckets)
+    chunk = default_chunk_size(max_path_length) if chunk_size is None else chunk_size
+    buffer = _buffer_size(max_path_length, chunk)
 
     def kernel(
         rng_key: jax.Array,
@@ -374,42 +460,31 @@ def build_kernel(
         x = state.position
         log_w_x = log_weights(log_balancing, state.log_ratios)
         log_w_coord_x = _coordinate_log_weights(log_w_x)
-        cumulative = _cumulative_weights(log_w_coord_x)
-
-        # The path work is O(k) in the path size k: each bucket gets its own branch, and
-        # the path travels between the branch points padded to the largest bucket. Work
-        # of size N stays outside the branches, compiled once rather than once per bucket.
-        def forward(k: int) -> Callable[[jax.Array], Path]:
-            def branch(key: jax.Array) -> Path:
-                path = _sample_path(key, log_w_x, log_w_coord_x, cumulative, path_length, k, None)
-                return _pad(path, buckets[-1])
-
-            return branch
-
-        bucket = jnp.searchsorted(jnp.asarray(buckets), path_length)
-        padded = bucket_switch(bucket, [forward(k) for k in buckets], key_draws)
-        y = apply_path(x, padded, neighbourhood)
+        candidates_x = neighbourhood.candidates(x)
+        drawn = _draw(
+            key_draws, log_w_x, log_w_coord_x, path_length, buffer, chunk, (x, candidates_x)
+        )
+        if drawn.moved is None:
+            y = jnp.where(drawn.on_path, candidates_x[:, 0], x).astype(x.dtype)
+        else:
+            y = drawn.moved
 
         log_p_y, log_ratios_y = local_fn(y)
         log_w_y = log_weights(log_balancing, log_ratios_y)
+        log_w_coord = jnp.stack([_coordinate_log_weights(log_w_y), log_w_coord_x])
         # the off-path mass at both ends of the path, in one reduction
-        log_off_path = off_path_log_mass(
-            jnp.stack([log_w_coord_x, _coordinate_log_weights(log_w_y)]),
-            padded.on_path,
-        )
+        log_off_path = off_path_log_mass(log_w_coord, drawn.on_path)
 
-        def log_q_ratio(k: int) -> Callable[[Path], jax.Array]:
-            def branch(padded: Path) -> jax.Array:
-                forward_path = _truncate(padded, k)
-                back = reverse_path(x, y, forward_path, neighbourhood)
-                log_q_reverse = path_log_prob(log_w_y, back, True, log_off_path[1])
-                log_q_forward = path_log_prob(log_w_x, forward_path, False, log_off_path[0])
-                return jnp.stack([log_q_reverse, log_q_forward])
+        if log_w_x.shape[1] == 1:
+            restores = jnp.zeros_like
+        else:
+            candidates_y = neighbourhood.candidates(y)
 
-            return branch
+            def restores(coords: jax.Array) -> jax.Array:
+                return jnp.argmax(candidates_y[coords] == x[coords][:, None], axis=1)
 
-        log_q_reverse, log_q_forward = bucket_switch(
-            bucket, [log_q_ratio(k) for k in buckets], padded
+        log_q_reverse, log_q_forward = _log_q_ratio(
+            drawn, path_length, log_w_x, log_w_y, log_w_coord, log_off_path, restores, chunk
         )
         # Alg. 1, M-H test. An undefined potential at y, or a path through zero-weight
         # coordinates (possible only when R exceeds the coordinates of positive weight),
@@ -423,11 +498,3 @@ def build_kernel(
         return new_state, Info(accept_prob, is_accepted, num_changed)
 
     return kernel
-
-
-def bucket_switch(index: jax.Array, branches: list[Callable], operand: Any) -> Any:
-    """The branch of the path-size bucket `index` (:func:`lax.switch`), or the only branch when
-    there is one (no dispatch to compile)."""
-    if len(branches) == 1:
-        return branches[0](operand)
-    return lax.switch(index, branches, operand)

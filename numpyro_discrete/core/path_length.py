@@ -21,7 +21,7 @@ when ``R_t`` sits at its bound ``R_max`` through the second half of warmup; the 
 is then moved down by 1/2, so the rounding draws two consecutive path lengths.
 """
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import NamedTuple
 
 import jax
@@ -122,7 +122,7 @@ def final(state: PathLengthState) -> jax.Array:
 def build_kernel(
     log_balancing: LogBalancing,
     neighbourhood: Neighbourhood,
-    buckets: Sequence[int],
+    max_path_length: int,
 ) -> Callable[[jax.Array, State, LocalFn, jax.Array], tuple[State, Info, jax.Array]]:
     """
     One step of LBP-R at a real path length (Alg. 2, lines 5-16): round ``R_t``, then one
@@ -132,12 +132,11 @@ def build_kernel(
 
     :param log_balancing: log balancing function.
     :param neighbourhood: candidate values per coordinate.
-    :param buckets: static path sizes, see :func:`~numpyro_discrete.core.path.path_size_buckets`;
-        ``R_t`` must be at most ``buckets[-1]``.
+    :param max_path_length: static bound of the path length; ``R_t`` must be at most this.
     :return: ``kernel(rng_key, state, local_fn, path_length) -> (state, info, R)``, ``R`` the
         integer path length of the step.
     """
-    path_kernel = path.build_kernel(log_balancing, neighbourhood, buckets)
+    path_kernel = path.build_kernel(log_balancing, neighbourhood, max_path_length)
 
     def kernel(
         rng_key: jax.Array, state: State, local_fn: LocalFn, path_length: jax.Array

@@ -107,7 +107,7 @@ class _CoordinatewiseKernel(DiscreteKernel):
             **self._initial_fields(rng_key, state),
             step_size=tuning.step_size_max,
             balancing=tuning.balancing[0],
-            cycle_position=jnp.array(0),
+            cycle_position=jnp.zeros((), jnp.int32),
             tuning=tuning,
         )
 

@@ -271,14 +271,17 @@ class DiscreteKernel(MCMCKernel):
         """The fields every kernel state shares, at the start of a chain (``log_ratios``
         only for kernels that cache them)."""
         float_dtype = jnp.result_type(float)
+        # strongly typed, as every step's fields are: a weakly typed initial state would make
+        # the first step a program of its own (numpyro's progress-bar loop compiles its
+        # step once per input type)
         fields = dict(
-            i=jnp.array(0),
+            i=jnp.zeros((), jnp.int32),
             z=self._target.unflatten(state.position),
             potential_energy=-state.log_density,
             log_ratios=state.log_ratios,
             accept_prob=jnp.zeros((), float_dtype),
             mean_accept_prob=jnp.zeros((), float_dtype),
-            num_changed=jnp.array(0),
+            num_changed=jnp.zeros((), jnp.int32),
             rng_key=rng_key,
         )
         if state.log_ratios is None:

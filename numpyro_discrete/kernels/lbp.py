@@ -14,7 +14,7 @@ import jax
 from jax import random
 import jax.numpy as jnp
 
-from numpyro_discrete.core import path, path_length
+from numpyro_discrete.core import path_length
 from numpyro_discrete.core.balancing import get_balancing
 from numpyro_discrete.core.local_ratios import LocalFn
 from numpyro_discrete.core.neighbourhood import SupportKind
@@ -100,7 +100,7 @@ class _PathKernel(DiscreteKernel):
         self._transition = path_length.build_kernel(
             get_balancing(self._balancing),
             target.neighbourhood,
-            path.path_size_buckets(self._max_path_length),
+            self._max_path_length,
         )
 
     def get_diagnostics_str(self, state: LBPState) -> str:
