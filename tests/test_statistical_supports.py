@@ -20,7 +20,6 @@ from helpers import (
     assert_within_mcse,
     enumerate_model,
     flat_draws,
-    mcse_of_mean,
 )
 
 
@@ -177,14 +176,18 @@ def test_enumerated_site_is_marginalised():
     x_states = states[:, 1:]
     exact_x = pi @ x_states
     kernel = ALBP(enumerated_model)
-    mcmc = _run(kernel, y)
+    # ALBP adapts R to about 2.9 of the 3 coordinates: nearly every step flips all three, a
+    # nearly periodic chain whose autocorrelation-based MCSE is unreliable, so the standard
+    # error comes from the spread of the means of 64 independent chains
+    mcmc = _run(kernel, y, num_samples=1000, num_chains=64)
     samples = mcmc.get_samples(group_by_chain=True)
     assert set(samples) == {"x"}
-    x = np.asarray(samples["x"], float)
-    assert_mean_within_mcse(x, exact_x, num_se=4.0)
+    chain_means = np.asarray(samples["x"], float).mean(1)
+    se = chain_means.std(0, ddof=1) / np.sqrt(chain_means.shape[0])
+    assert_within_mcse(chain_means.mean(0), exact_x, se, num_se=4.0, what="mean")
     # and the posterior of x differs from the one with c fixed at its likelier value
     fixed = pi[states[:, 0] == 1] @ x_states[states[:, 0] == 1] / pi[states[:, 0] == 1].sum()
-    assert np.max(np.abs(fixed - exact_x)) > 10 * np.max(mcse_of_mean(x))
+    assert np.max(np.abs(fixed - exact_x)) > 10 * np.max(se)
 
 
 # --- every other integer family numpyro has: bounded and unbounded ordinal supports -----
