@@ -331,7 +331,8 @@ class DiscreteKernel(MCMCKernel):
         """Recompute the potential energy (and the cached local log-ratios, if any) at
         ``state.z`` under the conditioning in `model_kwargs`."""
         density = self._density(model_args, model_kwargs)
-        new = self._core_init(self._target.flatten(state.z), density)
+        # one program, as in `_init_one`: numpyro's Gibbs calls this eagerly at init
+        new = jax.jit(lambda x: self._core_init(x, density))(self._target.flatten(state.z))
         if new.log_ratios is None:
             return state._replace(potential_energy=-new.log_density)
         return state._replace(potential_energy=-new.log_density, log_ratios=new.log_ratios)

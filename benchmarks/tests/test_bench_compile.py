@@ -1,0 +1,74 @@
+"""``benchmarks/bench_compile.py``: the ``--quick`` run of the Ising case with ALBP and
+DiscreteGibbs (each measurement a fresh subprocess: minutes, slow-marked), and its issue
+checks on made-up rows."""
+
+import importlib
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _bench(monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT))
+    return importlib.import_module("benchmarks.bench_compile")
+
+
+def _is_finite_number(value):
+    return isinstance(value, (int, float)) and math.isfinite(value)
+
+
+@pytest.mark.slow
+def test_bench_compile_quick(tmp_path, monkeypatch):
+    bench = _bench(monkeypatch)
+    argv = [
+        "--quick",
+        "--cases",
+        "ising",
+        "--samplers",
+        "ALBP,DiscreteGibbs",
+        "--out",
+        str(tmp_path),
+    ]
+    bench.main(argv)
+
+    assert (tmp_path / "bench_compile.md").stat().st_size > 0
+    result = json.loads((tmp_path / "bench_compile.json").read_text())
+    rows = {(row["sampler"], row["form"]): row for row in result["rows"]}
+    assert set(rows) == {("ALBP", "summed"), ("ALBP", "elementwise"), ("DiscreteGibbs", "summed")}
+    for key, row in rows.items():
+        assert row["errors"] == {}, (key, row["errors"])
+        for name in ("import_s", "first_run_s", "per_step_s", "first_run_pb_s", "e2e_wall_s",
+                     "e2e_min_ess_per_s", "x_gibbs_e2e"):  # fmt: skip
+            assert _is_finite_number(row[name]) and row[name] > 0, (key, name, row[name])
+        assert row["compilation_cache"]["jax_enable_compilation_cache"] is False, key
+        assert row["compilation_cache"]["jax_compilation_cache_dir"] is None, key
+    assert rows["DiscreteGibbs", "summed"]["x_gibbs_e2e"] == 1.0
+    checks = {check["check"] for check in result["issue_targets"]}
+    assert len(checks) == 4 and all(isinstance(c["met"], bool) for c in result["issue_targets"])
+    assert result["environment"]["jax"] and "--quick" in result["command"]
+
+
+def test_bench_compile_checks(monkeypatch):
+    """The issue's targets read the right rows; a failed measurement is not met."""
+    bench = _bench(monkeypatch)
+    common = {"num_warmup": 10, "num_samples": 10, "later_num_samples": 50}
+    albp = bench.Row("ising", "ising-50-C2", "summed", "ALBP", 2500, **common)
+    albp.first_run_s, albp.later_run_fixed_s, albp.ms_per_step = 4.0, 1.5, 0.1
+    albp.e2e_min_ess_per_s = 300.0
+    gibbs = bench.Row("ising", "ising-50-C2", "summed", "DiscreteGibbs", 2500, **common)
+    gibbs.e2e_min_ess_per_s = 10.0
+    large = bench.Row("ising-large", "ising-316-C2", "summed", "ALBP", 99856, **common)
+    large.errors["runs"] = "timed out after 600 s"
+    rows = [albp, gibbs, large]
+    bench.add_gibbs_ratios(rows)
+    assert albp.x_gibbs_e2e == 30.0 and gibbs.x_gibbs_e2e == 1.0
+    met = [check["met"] for check in bench.issue_checks(rows)]
+    assert met == [True, False, True, True, False]
+    settings = {**bench.QUICK, "gibbs_divisor": 10, "cpu_count": 2, "quick": True}
+    report = bench.markdown_report(rows, bench.issue_checks(rows), settings)
+    assert "FAIL: ALBP ising-316-C2 (N = 99856): first run s = n/a" in report
+    assert "timed out after 600 s" in report
