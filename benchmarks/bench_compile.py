@@ -20,7 +20,9 @@ Cases:
 - **fhmm-demo** - the model and data of ``examples/fhmm.py`` at its defaults (``L = 200``,
   ``K = 3``, seed 0) and its kernel ``LBPGibbs(NUTS(fhmm_model),
   discrete_kernel=ALBP(fhmm_model, weights="auto"), num_discrete_steps=1)``: the runs and
-  the progress-bar subprocesses (the demo runs with numpyro's progress bar), no end-to-end.
+  the progress-bar subprocesses (the demo runs with numpyro's progress bar), no end-to-end;
+  and, as the anchor of NUTS's own cost on this model, ``NUTS`` on the model conditioned on
+  the true hidden states (``"NUTS(x known)"``: the continuous sites only).
 
 Subprocesses of each (case, sampler), ``W``/``S`` = ``--num-warmup``/``--num-samples``
 (1000/1000; ``--quick`` 100/100), one chain, ``jax.random.key(0)``:
@@ -127,8 +129,9 @@ QUICK_OUT_DIR = Path(tempfile.gettempdir()) / "bench_compile_quick"
 SITE = "x"
 GIBBS = "DiscreteGibbs"
 LBP_GIBBS = "LBPGibbs(NUTS)"
+NUTS_KNOWN = "NUTS(x known)"
 CASES = ("ising", "ising-large", "fhmm-demo")
-SAMPLERS = ("ALBP", "ACS", GIBBS, "ChromaticGibbs", LBP_GIBBS)
+SAMPLERS = ("ALBP", "ACS", GIBBS, "ChromaticGibbs", LBP_GIBBS, NUTS_KNOWN)
 KINDS = ("runs", "progress_bar", "e2e")
 
 FULL = {
@@ -197,6 +200,7 @@ def row_specs(cases: Sequence[str], samplers: Sequence[str]) -> list[RowSpec]:
         RowSpec("ising", "ALBP", "elementwise", all_kinds),
         RowSpec("ising-large", "ALBP", "summed", ("runs",)),
         RowSpec("fhmm-demo", LBP_GIBBS, "demo", ("runs", "progress_bar")),
+        RowSpec("fhmm-demo", NUTS_KNOWN, "demo", ("runs", "progress_bar")),
     ]
     return [s for s in specs if s.case in cases and s.sampler in samplers]
 
@@ -270,7 +274,10 @@ def build_model(spec: dict[str, Any]) -> tuple[Callable, tuple, float]:
         truth = example.simulate(
             np.random.default_rng(FHMM_DEMO["seed"]), FHMM_DEMO["L"], FHMM_DEMO["K"]
         )
-        return example.fhmm_model, (jnp.asarray(truth["y"]), FHMM_DEMO["K"]), import_s
+        model = example.fhmm_model
+        if spec["sampler"] == NUTS_KNOWN:
+            model = numpyro.handlers.condition(model, {"x": truth["x"]})
+        return model, (jnp.asarray(truth["y"]), FHMM_DEMO["K"]), import_s
     target = ising_target(spec["p"], spec["config"], 0, elementwise=spec["form"] == "elementwise")
     return target.model, (), 0.0
 
@@ -291,6 +298,8 @@ def make_kernel(sampler: str, model: Callable) -> MCMCKernel:
             discrete_kernel=ALBP(model, weights=FHMM_DEMO["weights"]),
             num_discrete_steps=FHMM_DEMO["num_discrete_steps"],
         )
+    if sampler == NUTS_KNOWN:
+        return NUTS(model)
     raise ValueError(f"unknown sampler {sampler!r}")
 
 
