@@ -37,7 +37,7 @@ mean signal, and timings, and saves a figure with the posterior marginals
     marginals of ``x``, and also reports the mean signal ``w . x_l + b``, which is the same
     in every mirror mode, with its ``r_hat`` and effective sample size.
 
-Run it with the defaults (about a minute on two CPU cores)::
+Run it with the defaults (about 15 seconds on two CPU cores)::
 
     python examples/fhmm.py                      # writes outputs/fhmm.png
     python examples/fhmm.py --weights exact      # exact local log-ratios for ALBP

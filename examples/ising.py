@@ -35,7 +35,7 @@ post-warmup state, and prints
 It saves a figure with three panels: the external field ``a``, the sample mean of ``x`` at
 every site, and ``R`` during warmup.
 
-Run it with the defaults (about a minute on two CPU cores)::
+Run it with the defaults (about 10 seconds on two CPU cores)::
 
     python examples/ising.py                 # writes outputs/ising.png
     python examples/ising.py --p 20 --lam 0.1 --c 0.2 --balancing barker --out /tmp/ising
