@@ -23,7 +23,7 @@ size, and both the draw and the path probabilities walk through it in chunks of 
 size, in loops whose trip count is ``ceil(R / chunk)``. A step's path work is
 ``O(N + R log N)``, never a sort of all ``N`` coordinates, and the compiled program holds
 one copy of the path code whatever the maximum (a branch per power-of-two path size, the
-previous design, compiled in 6.5 s instead of 1 s at ``N = 2500``).
+previous design, compiled in 6.5 s instead of 1.3 s at ``N = 2500``).
 
 Example: an exact draw from a product of Bernoullis is kept by LBP-2 steps.
 
@@ -106,8 +106,9 @@ def path_from_coords(
 def default_chunk_size(max_path_length: int) -> int:
     """The static chunk of the path loops: 128 entries, or the smallest power of two that
     holds `max_path_length` when it is shorter. A path of ``R`` entries takes ``ceil(R /
-    128)`` passes; longer chunks cost more for short paths (a chunk's draws are deduplicated
-    pairwise), shorter ones more passes for long paths."""
+    128)`` passes; longer chunks cost more for short paths (every pass draws and scores a
+    whole chunk), shorter ones more passes for long paths (measured on Ising 50 x 50 at
+    R = 180: 0.093, 0.038, 0.039 and 0.066 ms per step for chunks of 32, 64, 128 and 256)."""
     return min(_CHUNK, 1 << max(max_path_length - 1, 0).bit_length())
 
 
@@ -294,12 +295,7 @@ def path_log_prob(
         log_off_path = off_path_log_mass(log_w_coord, path.on_path)
     # Eq. 5: coordinate r is drawn among those not visited before it. Forward, those are
     # u_r..u_R (a reverse cumulative sum); reverse, u_1..u_r (a forward cumulative sum).
-    # Linear-space sums after a shift by the largest term: XLA's cumulative log-sum-exp is
-    # two orders of magnitude slower on CPU.
-    shift = jnp.maximum(log_off_path, jnp.max(log_w_path))
-    shift = jnp.where(jnp.isfinite(shift), lax.stop_gradient(shift), 0.0)
-    on_path_left = cumulative_sum(jnp.exp(log_w_path - shift), reverse=not reverse)
-    log_remaining = jnp.log(jnp.exp(log_off_path - shift) + on_path_left) + shift
+    log_remaining = _log_cumulative(log_off_path, log_w_path, reverse=not reverse)
     log_w_choice = log_w[path.coords, path.choices]
     terms = jnp.where(path.active, log_w_choice - log_remaining, 0.0)
     return jnp.sum(terms)
@@ -370,7 +366,8 @@ def _coordinate_log_weights(log_w: jax.Array) -> jax.Array:
 
 def _log_cumulative(log_start: jax.Array, log_values: jax.Array, reverse: bool) -> jax.Array:
     """``log(exp(log_start) + cumsum(exp(log_values)))`` (from the end with `reverse`), shifted
-    by the largest term so that nothing overflows or underflows against it."""
+    by the largest term so that nothing overflows or underflows against it: sums in linear
+    space, because XLA's cumulative log-sum-exp is two orders of magnitude slower on CPU."""
     shift = jnp.maximum(log_start, jnp.max(log_values))
     shift = jnp.where(jnp.isfinite(shift), lax.stop_gradient(shift), 0.0)
     sums = cumulative_sum(jnp.exp(log_values - shift), reverse=reverse)

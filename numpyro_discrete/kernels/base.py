@@ -159,6 +159,16 @@ class DiscreteKernel(MCMCKernel):
         """The core state at `position`, from what :meth:`_density` returns."""
         return core_state.init(position, density)
 
+    def _compiled_core_init(
+        self, position: jax.Array, model_args: tuple, model_kwargs: Mapping[str, Any] | None
+    ) -> core_state.State:
+        """:meth:`_core_init` as one compiled program: run eagerly (at ``init``, and in
+        ``refresh``, which numpyro's Gibbs calls at its ``init``), the model's log density and
+        its gradient (or the vmapped exact ratios) would compile hundreds of small ops one by
+        one."""
+        density = self._density(model_args, model_kwargs)
+        return jax.jit(lambda x: self._core_init(x, density))(position)
+
     # --- numpyro protocol -----------------------------------------------------------------
 
     @property
@@ -248,10 +258,7 @@ class DiscreteKernel(MCMCKernel):
         key_values, key_chain = random.split(rng_key)
         target = self._target
         position = target.initial_position(key_values, init_params, model_args, model_kwargs)
-        density = self._density(model_args, model_kwargs)
-        # one compiled program: run eagerly, the model's log density and its gradient (or
-        # the vmapped exact ratios) would compile hundreds of small ops one by one
-        state = jax.jit(lambda x: self._core_init(x, density))(position)
+        state = self._compiled_core_init(position, model_args, model_kwargs)
         return self._init_state(key_chain, state)
 
     def _core_state(self, state: NamedTuple) -> core_state.State:
@@ -330,9 +337,7 @@ class DiscreteKernel(MCMCKernel):
     ) -> NamedTuple:
         """Recompute the potential energy (and the cached local log-ratios, if any) at
         ``state.z`` under the conditioning in `model_kwargs`."""
-        density = self._density(model_args, model_kwargs)
-        # one program, as in `_init_one`: numpyro's Gibbs calls this eagerly at init
-        new = jax.jit(lambda x: self._core_init(x, density))(self._target.flatten(state.z))
+        new = self._compiled_core_init(self._target.flatten(state.z), model_args, model_kwargs)
         if new.log_ratios is None:
             return state._replace(potential_energy=-new.log_density)
         return state._replace(potential_energy=-new.log_density, log_ratios=new.log_ratios)
