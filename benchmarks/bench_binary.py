@@ -96,7 +96,6 @@ in ``--out-dir`` (default ``benchmarks/results``).
 import argparse
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-import json
 import math
 import os
 from pathlib import Path
@@ -124,9 +123,9 @@ from benchmarks.measurement import (
     fmt,
     fresh_compilation_cache,
     hamming_ess,
-    json_ready,
     probe_seconds,
     release_compiled_programs,
+    write_results,
 )
 from benchmarks.targets import Target, bernoulli_target, ising_target
 
@@ -612,9 +611,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "rows": [asdict(row) for row in rows],
         "ejd_ratios": ratios,
     }
-    args.out_dir.mkdir(parents=True, exist_ok=True)
-    (args.out_dir / "bench_binary.json").write_text(json.dumps(json_ready(result), indent=2) + "\n")
-    (args.out_dir / "bench_binary.md").write_text(report)
+    write_results(args.out_dir, "bench_binary", result, report)
     return result
 
 

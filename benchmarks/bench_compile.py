@@ -120,7 +120,7 @@ from numpyro.infer.mcmc import MCMCKernel
 
 from numpyro_discrete import ACS, ALBP, ChromaticGibbs, LBPGibbs
 
-from benchmarks.measurement import coordinate_ess, environment, fmt, json_ready
+from benchmarks.measurement import coordinate_ess, environment, fmt, json_ready, write_results
 from benchmarks.targets import ising_target
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -793,10 +793,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
         "rows": [asdict(row) for row in rows],
         "issue_targets": checks,
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "bench_compile.json").write_text(json.dumps(json_ready(result), indent=2) + "\n")
-    (args.out / "bench_compile.md").write_text(report)
-    print(f"wrote {args.out / 'bench_compile.md'}")
+    print(f"wrote {write_results(args.out, 'bench_compile', result, report)}")
     return result
 
 

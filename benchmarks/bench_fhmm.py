@@ -89,7 +89,6 @@ Outputs: the table on stdout, and ``bench_fhmm_L{L}_K{K}.json`` / ``.md`` in ``-
 import argparse
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-import json
 import math
 import os
 from pathlib import Path
@@ -119,9 +118,9 @@ from benchmarks.measurement import (
     fmt,
     fresh_compilation_cache,
     hamming_ess,
-    json_ready,
     probe_seconds,
     release_compiled_programs,
+    write_results,
 )
 from benchmarks.targets import (
     fhmm_data,
@@ -584,13 +583,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             )
             print(f"[L={args.L}, K={args.K}] {method.name}: {row.status} {row.note}", flush=True)
             rows.append(row)
-            result = write_results(rows, settings, args.out_dir, stem)
+            result = record_rows(rows, settings, args.out_dir, stem)
             release_compiled_programs()
     print(markdown_report(rows, settings))
     return result
 
 
-def write_results(
+def record_rows(
     rows: list[Row], settings: dict[str, Any], out_dir: Path, stem: str
 ) -> dict[str, Any]:
     """Compare the rows so far with the best Gibbs-type kernel and (re)write the JSON and
@@ -608,9 +607,7 @@ def write_results(
         "environment": environment(),
         "rows": [asdict(row) for row in rows],
     }
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / f"{stem}.json").write_text(json.dumps(json_ready(result), indent=2) + "\n")
-    (out_dir / f"{stem}.md").write_text(markdown_report(rows, settings))
+    write_results(out_dir, stem, result, markdown_report(rows, settings))
     return result
 
 

@@ -93,7 +93,6 @@ writes to ``bench_structure_quick`` in the temporary folder, never to the result
 import argparse
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-import json
 import math
 import os
 from pathlib import Path
@@ -124,8 +123,8 @@ from benchmarks.measurement import (
     expected_jump_distance,
     fmt,
     hamming_ess,
-    json_ready,
     release_compiled_programs,
+    write_results,
 )
 from benchmarks.targets import Target, ising_target, potts_target
 
@@ -816,12 +815,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "rows": [asdict(row) for row in rows],
         "issue_targets": checks,
     }
-    args.out_dir.mkdir(parents=True, exist_ok=True)
-    (args.out_dir / "bench_structure.json").write_text(
-        json.dumps(json_ready(result), indent=2) + "\n"
-    )
-    (args.out_dir / "bench_structure.md").write_text(report)
-    print(f"wrote {args.out_dir / 'bench_structure.md'}")
+    print(f"wrote {write_results(args.out_dir, 'bench_structure', result, report)}")
     return result
 
 

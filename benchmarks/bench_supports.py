@@ -40,7 +40,6 @@ Outputs: the markdown table on stdout, ``bench_supports.json`` and ``bench_suppo
 import argparse
 from collections.abc import Sequence
 from dataclasses import asdict
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -70,8 +69,8 @@ from benchmarks.measurement import (
     environment,
     fmt,
     fresh_compilation_cache,
-    json_ready,
     release_compiled_programs,
+    write_results,
 )
 from benchmarks.targets import Target, potts_target
 
@@ -275,11 +274,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "weights_mode": {f"{t}/{s}": m for (t, s), m in modes.items()},
         "rows": [asdict(row) for row in rows],
     }
-    args.out_dir.mkdir(parents=True, exist_ok=True)
-    (args.out_dir / "bench_supports.json").write_text(
-        json.dumps(json_ready(result), indent=2) + "\n"
-    )
-    (args.out_dir / "bench_supports.md").write_text(report)
+    write_results(args.out_dir, "bench_supports", result, report)
     return result
 
 

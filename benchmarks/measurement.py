@@ -5,6 +5,7 @@ environment of a run, and number formatting for the markdown tables and strict J
 from collections.abc import Callable, Iterator, Sequence
 import contextlib
 import gc
+import json
 import math
 import os
 from pathlib import Path
@@ -38,6 +39,7 @@ __all__ = [
     "fresh_compilation_cache",
     "hamming_ess",
     "json_ready",
+    "write_results",
     "release_compiled_programs",
 ]
 
@@ -216,3 +218,14 @@ def json_ready(value: Any) -> Any:
     if isinstance(value, list):
         return [json_ready(v) for v in value]
     return value
+
+
+def write_results(out_dir: Path, stem: str, result: dict[str, Any], report: str) -> Path:
+    """Write a benchmark's raw numbers to ``<stem>.json`` (strict JSON, see
+    :func:`json_ready`) and its markdown report to ``<stem>.md`` in `out_dir` (created if
+    needed); return the report's path."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / f"{stem}.json").write_text(json.dumps(json_ready(result), indent=2) + "\n")
+    report_path = out_dir / f"{stem}.md"
+    report_path.write_text(report)
+    return report_path
