@@ -321,17 +321,30 @@ def timed_run(mcmc: MCMC, key: jax.Array, model_args: tuple) -> float:
     return time.perf_counter() - start
 
 
+def first_run(
+    spec: dict[str, Any],
+    model: Callable,
+    model_args: tuple,
+    num_warmup: int,
+    num_samples: int,
+    progress_bar: bool,
+) -> tuple[MCMC, float]:
+    """A user's first run: building the kernel and ``MCMC`` and one ``run`` until the
+    samples are ready; the ``MCMC`` and the seconds."""
+    start = time.perf_counter()
+    kernel = make_kernel(spec["sampler"], model)
+    mcmc = MCMC(kernel, num_warmup=num_warmup, num_samples=num_samples, progress_bar=progress_bar)
+    mcmc.run(jax.random.key(0), *model_args)
+    jax.block_until_ready(mcmc.get_samples())
+    return mcmc, time.perf_counter() - start
+
+
 def measure_runs(
     spec: dict[str, Any], model: Callable, model_args: tuple
 ) -> dict[str, float | list[float]]:
     """The first run and the later runs of the **runs** subprocess (module docstring)."""
     warmup, samples = spec["num_warmup"], spec["num_samples"]
-    start = time.perf_counter()
-    kernel = make_kernel(spec["sampler"], model)
-    mcmc = MCMC(kernel, num_warmup=warmup, num_samples=samples, progress_bar=False)
-    mcmc.run(jax.random.key(0), *model_args)
-    jax.block_until_ready(mcmc.get_samples())
-    first_run_s = time.perf_counter() - start
+    mcmc, first_run_s = first_run(spec, model, model_args, warmup, samples, False)
 
     def later(num_samples: int) -> float:
         mcmc.post_warmup_state = mcmc.last_state
@@ -379,12 +392,9 @@ def measure_progress_bar(
     spec: dict[str, Any], model: Callable, model_args: tuple
 ) -> dict[str, float]:
     """The first and a later run of ``S`` draws with numpyro's progress bar."""
-    start = time.perf_counter()
-    kernel = make_kernel(spec["sampler"], model)
-    mcmc = MCMC(kernel, num_warmup=spec["num_warmup"], num_samples=spec["num_samples"])
-    mcmc.run(jax.random.key(0), *model_args)
-    jax.block_until_ready(mcmc.get_samples())
-    first_run_pb_s = time.perf_counter() - start
+    mcmc, first_run_pb_s = first_run(
+        spec, model, model_args, spec["num_warmup"], spec["num_samples"], True
+    )
     mcmc.post_warmup_state = mcmc.last_state
     later_run_pb_s = timed_run(mcmc, later_key(mcmc.post_warmup_state), model_args)
     return {"first_run_pb_s": first_run_pb_s, "later_run_pb_s": later_run_pb_s}
@@ -394,14 +404,9 @@ def measure_e2e(
     spec: dict[str, Any], model: Callable, model_args: tuple
 ) -> dict[str, float | int | None]:
     """Wall time from kernel construction to the draws, and their minimum coordinate ESS."""
-    warmup, samples = spec["e2e_num_warmup"], spec["e2e_num_samples"]
-    start = time.perf_counter()
-    kernel = make_kernel(spec["sampler"], model)
-    mcmc = MCMC(kernel, num_warmup=warmup, num_samples=samples, progress_bar=False)
-    mcmc.run(jax.random.key(0), *model_args)
-    x = jax.block_until_ready(mcmc.get_samples()[SITE])
-    e2e_wall_s = time.perf_counter() - start
-    ess = coordinate_ess(np.asarray(x).reshape(1, samples, -1))
+    samples = spec["e2e_num_samples"]
+    mcmc, e2e_wall_s = first_run(spec, model, model_args, spec["e2e_num_warmup"], samples, False)
+    ess = coordinate_ess(np.asarray(mcmc.get_samples()[SITE]).reshape(1, samples, -1))
     finite = ess[np.isfinite(ess)]
     min_ess = float(finite.min()) if finite.size else None
     return {
