@@ -176,8 +176,8 @@ CASES = [
     Case("weights-unknown-site", lambda: _init(LBP(binary_model, weights={"y": "exact"})),
          ValueError, "`weights` names sites ['y'] that it does not sample; its sites are ['x']"),
     Case("ordinal-window", lambda: LBP(binary_model, ordinal_window=0), ValueError,
-         "`ordinal_window` must be an integer >= 1 (the largest change of an ordinal "
-         "coordinate in one move), got 0"),
+         "`ordinal_window` must be None (moves in the units of each site) or an integer >= 1 "
+         "(the largest change of an ordinal coordinate in one move), got 0"),
     Case("supports-with-model", lambda: LBP(binary_model, supports={"x": SiteSupport.binary()}),
          ValueError, "`supports` is for `potential_fn` only"),
     Case("supports-not-site-support", lambda: LBP(potential_fn=lambda z: 0.0, supports={"x": 3}),

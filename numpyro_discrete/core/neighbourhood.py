@@ -23,6 +23,7 @@ __all__ = [
     "SupportKind",
     "binary_neighbourhood",
     "coordinate_neighbourhood",
+    "ladder_offsets",
     "squared_distance_fn",
 ]
 
@@ -89,34 +90,74 @@ binary_neighbourhood = Neighbourhood(candidates=_flip, valid=_all_valid)
 """Binary coordinates: the only candidate is the flipped value (``M = 1``)."""
 
 
-def coordinate_neighbourhood(supports: CoordinateSupports, window: int = 1) -> Neighbourhood:
+def ladder_offsets(scales: np.ndarray, upper_offset: np.ndarray | None = None) -> np.ndarray:
+    """
+    Per-coordinate move distances of ordinal coordinates, a ``(N, K)`` table of positive
+    offsets (0 pads a shorter row): ``1`` and ``round(s_j * 2^k)`` for ``k = -3..1``, distinct
+    and increasing, from each coordinate's scale ``s_j`` (the spread of its values: a
+    standard deviation, or a quarter of a bounded support's span).
+
+    The ladder spans the distances from one value to twice the scale, so a locally balanced
+    proposal (whose weights rank the rungs by ``pi``) or a step size in support units picks
+    the distance that fits the current state; the unit rung keeps every value reachable.
+
+    :param scales: ``(N,)`` positive scales, one per coordinate.
+    :param upper_offset: ``(N,)`` largest useful offset (a bounded support's span, ``inf``
+        when unbounded); rungs beyond it are dropped.
+    """
+    scales = np.maximum(np.asarray(scales, np.float64), 1.0)
+    rungs = np.floor(scales[:, None] * 2.0 ** np.arange(-3, 2) + 0.5).astype(np.int64)
+    rungs = np.concatenate([np.ones((scales.size, 1), np.int64), rungs], axis=1)
+    if upper_offset is not None:
+        span = np.maximum(np.asarray(upper_offset, np.float64), 1.0)[:, None]
+        rungs = np.where(rungs <= span, rungs, 0)
+    rows = [np.unique(row[row > 0]) for row in rungs]
+    width = max((row.size for row in rows), default=1)
+    table = np.zeros((scales.size, width), np.int32)
+    for j, row in enumerate(rows):
+        table[j, : row.size] = row
+    return table
+
+
+def coordinate_neighbourhood(
+    supports: CoordinateSupports, window: int | np.ndarray = 1
+) -> Neighbourhood:
     """
     The neighbourhood of a mix of binary, categorical and ordinal coordinates.
 
     - binary and categorical coordinate ``j`` (``K_j`` values): every other value,
       ``c[j, m] = m + (m >= x_j)`` for ``m < K_j - 1``.
-    - ordinal coordinate ``j``: the symmetric window ``x_j - window .. x_j + window``
-      without ``x_j``, restricted to ``[lower[j], upper[j]]``. The window is symmetric so
-      that from any candidate the current value is again a candidate: the reverse move is
-      always proposable.
+    - ordinal coordinate ``j``: ``x_j - o`` and ``x_j + o`` for each of its move distances
+      ``o`` (``1..window``, or the row ``j`` of a table of offsets such as
+      :func:`ladder_offsets`), restricted to ``[lower[j], upper[j]]``. The offsets are
+      symmetric and distinct, so that from any candidate the current value is again a
+      candidate, exactly once: the reverse move is always proposable.
 
     :param supports: the per-coordinate supports.
-    :param window: half-width of the ordinal window, ``>= 1``.
+    :param window: half-width of the ordinal window, ``>= 1``, or a ``(N, K)`` table of
+        positive, increasing move distances per coordinate (0 pads).
     """
     kind = np.asarray(supports.kind)
     if np.all(kind == SupportKind.BINARY):
         return binary_neighbourhood
+    if np.ndim(window) == 0:
+        distances = np.broadcast_to(
+            np.arange(1, int(window) + 1, dtype=np.int32), (kind.size, int(window))
+        )
+    else:
+        distances = np.asarray(window, np.int32)
     nominal = kind != SupportKind.ORDINAL
     num_categories = np.where(nominal, np.asarray(supports.num_categories, np.int32), 0)
     num_nominal = int(np.max(num_categories, initial=1)) - 1
-    num_candidates = max(num_nominal, 2 * window if not np.all(nominal) else 0)
+    num_rungs = distances.shape[1] if not np.all(nominal) else 0
+    num_candidates = max(num_nominal, 2 * num_rungs)
     m = np.arange(num_candidates, dtype=np.int32)
     nominal_valid = m < (num_categories - 1)[:, None]
-    offsets = np.concatenate([np.arange(-window, 0), np.arange(1, window + 1)])
-    # with nominal coordinates only, the window is unused and may be wider than the table
-    offsets = np.pad(offsets, (0, max(num_candidates - offsets.size, 0)))[:num_candidates]
-    offsets = offsets.astype(np.int32)
-    in_window = np.broadcast_to(m < 2 * window, (kind.size, num_candidates))
+    # [-o_K .. -o_1, o_1 .. o_K], padded; unused with nominal coordinates only
+    offsets = np.concatenate([-distances[:, ::-1], distances], axis=1)
+    offsets = np.pad(offsets, ((0, 0), (0, max(num_candidates - offsets.shape[1], 0))))
+    offsets = offsets[:, :num_candidates].astype(np.int32)
+    in_window = offsets != 0
     lower = np.asarray(supports.lower, np.int32)[:, None]
     upper = np.asarray(supports.upper, np.int32)[:, None]
 
@@ -149,22 +190,31 @@ SquaredDistanceFn = Callable[[jax.Array, jax.Array], jax.Array]
 """``(x, candidates) -> (N, M)`` squared distances ``dist(c[j, m], x_j)^2``."""
 
 
-def squared_distance_fn(supports: CoordinateSupports) -> SquaredDistanceFn:
+def squared_distance_fn(
+    supports: CoordinateSupports, scales: np.ndarray | None = None
+) -> SquaredDistanceFn:
     """
-    Squared distances of the candidate values from the current value: 1 for a binary
-    coordinate, 2 for a categorical one (the squared distance of two one-hot vectors),
-    ``(v - x_j)^2`` for an ordinal one. A categorical coordinate of two values moves as a
+    Squared distances of the candidate values from the current value, in the units of each
+    support (``ALGORITHMS.md``, "Step sizes and windows"): 1 for a binary coordinate, 2 for
+    a categorical one (the squared distance of two one-hot vectors), ``((v - x_j) / s_j)^2``
+    for an ordinal one of scale ``s_j``, so that one step size moves every site by a
+    comparable fraction of its spread. A categorical coordinate of two values moves as a
     binary one (distance 1), as the model layer reads a two-valued ``Categorical``.
+
+    :param supports: the per-coordinate supports.
+    :param scales: ``(N,)`` scales of the ordinal coordinates (1 where not given).
     """
     kind = np.asarray(supports.kind)
     ordinal = kind == SupportKind.ORDINAL
     nominal_sq = np.where(np.asarray(supports.num_categories) == 2, 1.0, 2.0)[:, None]
+    inverse_sq_scale = 1.0 / np.square(np.maximum(1.0 if scales is None else scales, 1.0))
+    inverse_sq_scale = np.broadcast_to(inverse_sq_scale, kind.shape)[:, None]
 
     def fn(x: jax.Array, candidates: jax.Array) -> jax.Array:
         dtype = jnp.result_type(float)
         if not np.any(ordinal):
             return jnp.broadcast_to(jnp.asarray(nominal_sq, dtype), candidates.shape)
-        squares = jnp.square(candidates - x[:, None]).astype(dtype)
+        squares = jnp.square(candidates - x[:, None]).astype(dtype) * inverse_sq_scale
         if np.all(ordinal):
             return squares
         return jnp.where(ordinal[:, None], squares, jnp.asarray(nominal_sq, dtype))

@@ -81,7 +81,7 @@ class _CoordinatewiseKernel(DiscreteKernel):
         alpha_max: float | None,
         alpha_min: float | None,
         weights: str | Mapping[str, str],
-        ordinal_window: int,
+        ordinal_window: int | None,
         supports: Mapping[str, SiteSupport] | None,
     ) -> None:
         super().__init__(
@@ -98,7 +98,7 @@ class _CoordinatewiseKernel(DiscreteKernel):
     def _setup(self, target: DiscreteTarget) -> None:
         self._plan = self._tuning_plan()
         self._transition = coordinatewise.build_kernel(
-            target.neighbourhood, squared_distance_fn(target.supports)
+            target.neighbourhood, squared_distance_fn(target.supports, target.move_scales)
         )
 
     def _init_state(self, rng_key: jax.Array, state: State) -> ACSState:
@@ -159,8 +159,11 @@ class ACS(_CoordinatewiseKernel):
     evaluation per neighbour).
 
     New values: a binary coordinate may flip (distance 1); a categorical one may take any
-    other category (one-hot distance, squared 2); an ordinal one may move within
-    `ordinal_window` of its value, inside its support (squared integer distance).
+    other category (one-hot distance, squared 2); an ordinal one may move by one of the
+    distances of its ladder (1 up to twice the site's scale ``s``, its standard deviation
+    under the model at ``init``), inside its support, at the squared distance
+    ``((v - x) / s)^2``: step sizes are in the units of each site's support, so one ``alpha``
+    moves a binary site and a Poisson count with mean ``10^4`` alike.
 
     .. note:: With one chain, each acceptance rate the tuning compares is that of a single
         proposal, so the tuned values are noisy on small models; the paper averages over a
@@ -189,9 +192,9 @@ class ACS(_CoordinatewiseKernel):
     :param float alpha_max: fix the largest step size instead of tuning it.
     :param float alpha_min: fix the smallest step size instead of tuning it.
     :param weights: as in :class:`~numpyro_discrete.LBP`.
-    :param int ordinal_window: half-width of the window of new values around the current
-        value of an ordinal coordinate (the proposal is truncated to it: widen it for large
-        step sizes).
+    :param int ordinal_window: ``None`` (default) for moves in the units of each ordinal site
+        (see above), or the half-width of a window of new values around the current value,
+        at the squared integer distance (the proposal is truncated to it).
     :param dict supports: as in :class:`~numpyro_discrete.LBP`.
 
     **Example**
@@ -231,7 +234,7 @@ class ACS(_CoordinatewiseKernel):
         alpha_max: float | None = None,
         alpha_min: float | None = None,
         weights: str | Mapping[str, str] = "auto",
-        ordinal_window: int = 5,
+        ordinal_window: int | None = None,
         supports: Mapping[str, SiteSupport] | None = None,
     ) -> None:
         name = type(self).__name__
@@ -370,7 +373,7 @@ class DMALA(_CoordinatewiseKernel):
         step_size: float = 0.2,
         balancing: float = 0.5,
         weights: str | Mapping[str, str] = "auto",
-        ordinal_window: int = 5,
+        ordinal_window: int | None = None,
         supports: Mapping[str, SiteSupport] | None = None,
     ) -> None:
         _check_step_size("DMALA", "step_size", step_size)

@@ -67,7 +67,9 @@ class DiscreteKernel(MCMCKernel):
     :param model: Python callable containing numpyro primitives.
     :param potential_fn: instead of `model`, the potential energy of a dict of integer arrays.
     :param weights: ``"gradient"``, ``"exact"`` or ``"auto"``, or a dict per site.
-    :param int ordinal_window: half-width of the window of new values of ordinal coordinates.
+    :param int ordinal_window: half-width of the window of new values of ordinal
+        coordinates; ``None`` for moves in the units of each site (a ladder of distances
+        from 1 to twice the site's scale, see :mod:`~numpyro_discrete.model.move_scales`).
     :param dict supports: with `potential_fn` only, the :class:`SiteSupport` of sites that
         are not binary.
     """
@@ -80,7 +82,7 @@ class DiscreteKernel(MCMCKernel):
         potential_fn: Callable | None = None,
         *,
         weights: str | Mapping[str, str] = "auto",
-        ordinal_window: int = 1,
+        ordinal_window: int | None = None,
         supports: Mapping[str, SiteSupport] | None = None,
     ) -> None:
         name = type(self).__name__
@@ -108,10 +110,15 @@ class DiscreteKernel(MCMCKernel):
                 f"{name}: `supports` must map site names to `SiteSupport` objects, e.g. "
                 "`{'s': SiteSupport.categorical(3), 'n': SiteSupport.ordinal(0, None)}`."
             )
-        if not isinstance(ordinal_window, (int, np.integer)) or ordinal_window < 1:
+        if ordinal_window is not None and (
+            not isinstance(ordinal_window, (int, np.integer))
+            or isinstance(ordinal_window, bool)
+            or ordinal_window < 1
+        ):
             raise ValueError(
-                f"{name}: `ordinal_window` must be an integer >= 1 (the largest change of an "
-                f"ordinal coordinate in one move), got {ordinal_window!r}."
+                f"{name}: `ordinal_window` must be None (moves in the units of each site) or "
+                f"an integer >= 1 (the largest change of an ordinal coordinate in one move), "
+                f"got {ordinal_window!r}."
             )
         modes = weights.values() if isinstance(weights, Mapping) else [weights]
         if not all(isinstance(mode, str) and mode in WEIGHT_MODES for mode in modes):
@@ -122,7 +129,7 @@ class DiscreteKernel(MCMCKernel):
         self._model = model
         self._potential_fn = potential_fn
         self._weights = dict(weights) if isinstance(weights, Mapping) else weights
-        self._ordinal_window = int(ordinal_window)
+        self._ordinal_window = None if ordinal_window is None else int(ordinal_window)
         self._supports = None if supports is None else dict(supports)
         self._reset_init()
 

@@ -61,8 +61,9 @@ class ChromaticGibbs(DiscreteKernel):
     Write factors elementwise to expose the structure.
 
     New values: a binary coordinate is drawn from both values; a categorical one from all
-    categories; an ordinal one from the values within ``ordinal_window`` of its current
-    value, inside its support (so the reverse move is always possible).
+    categories; an ordinal one from the values at the distances of its ladder (1 up to twice
+    the site's scale), or within ``ordinal_window`` of its current value, inside its support
+    (the offsets are symmetric, so the reverse move is always possible).
 
     **References:**
 
@@ -78,8 +79,8 @@ class ChromaticGibbs(DiscreteKernel):
         for the structure to be found; ``init_params`` of :meth:`~numpyro.infer.MCMC.run`
         gives their shapes and initial values. Sites are binary unless `supports` says
         otherwise.
-    :param int ordinal_window: half-width of the window of new values around the current
-        value of an ordinal coordinate.
+    :param int ordinal_window: ``None`` (default) for moves in the units of each ordinal
+        site, or the half-width of a window of new values around the current value.
     :param dict supports: with `potential_fn` only, the :class:`SiteSupport` of sites that
         are not binary, e.g. ``{"s": SiteSupport.categorical(3)}``.
 
@@ -114,7 +115,7 @@ class ChromaticGibbs(DiscreteKernel):
         model: Callable | None = None,
         potential_fn: Callable | None = None,
         *,
-        ordinal_window: int = 1,
+        ordinal_window: int | None = None,
         supports: Mapping[str, SiteSupport] | None = None,
     ) -> None:
         super().__init__(

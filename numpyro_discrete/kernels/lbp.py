@@ -75,7 +75,7 @@ class _PathKernel(DiscreteKernel):
         *,
         balancing: str,
         weights: str | Mapping[str, str],
-        ordinal_window: int,
+        ordinal_window: int | None,
         supports: Mapping[str, SiteSupport] | None,
     ) -> None:
         get_balancing(balancing)
@@ -135,7 +135,9 @@ class LBP(_PathKernel):
     moves each to a new value ``v`` drawn in proportion to its own weight, and applies a
     Metropolis-Hastings correction over the path. ``R = 1`` is Gibbs-with-Gradients [3].
     New values: a binary coordinate flips; a categorical one takes any other category; an
-    ordinal one moves within ``ordinal_window`` of its value, inside its support. Each step
+    ordinal one moves by one of the distances of its ladder (1 up to twice the site's scale,
+    its standard deviation under the model at ``init``: the weights choose the distance),
+    or within ``ordinal_window`` of its value when one is given, inside its support. Each step
     costs two evaluations of the log density with its gradient (plus, for sites with exact
     weights, one batched evaluation per neighbour). For ``R`` tuned automatically, use
     :class:`ALBP`.
@@ -171,8 +173,10 @@ class LBP(_PathKernel):
         gradient otherwise. The choice is reported by :attr:`weights_mode` (a dict
         ``{site: "gradient" | "exact"}``) after ``init``. A binary or ordinal site used only
         through comparisons (``z == 1``) has a zero gradient: give it ``"exact"``.
-    :param int ordinal_window: half-width of the window of new values around the current
-        value of an ordinal coordinate.
+    :param int ordinal_window: ``None`` (default) for moves in the units of each ordinal site
+        (:mod:`~numpyro_discrete.model.move_scales`: distances ``1`` and ``s/8 .. 2s`` for a
+        site of scale ``s``), or the half-width of a window of new values around the current
+        value, the same for every ordinal site.
     :param dict supports: with `potential_fn` only, the :class:`SiteSupport` of sites that
         are not binary, e.g. ``{"s": SiteSupport.categorical(3)}``.
     :param int num_flips: deprecated name of `path_length`.
@@ -207,7 +211,7 @@ class LBP(_PathKernel):
         path_length: int | None = None,
         balancing: str = "sqrt",
         weights: str | Mapping[str, str] = "auto",
-        ordinal_window: int = 1,
+        ordinal_window: int | None = None,
         supports: Mapping[str, SiteSupport] | None = None,
         num_flips: int | None = None,
     ) -> None:
@@ -235,16 +239,18 @@ class LBP(_PathKernel):
                 f"LBP: `path_length={self._path_length}` exceeds the number of discrete "
                 f"coordinates ({num_coords}); use `path_length <= {num_coords}`."
             )
-        unit_steps = all(
-            support.kind == SupportKind.BINARY
-            or (support.kind == SupportKind.ORDINAL and self._ordinal_window == 1)
-            for support in target.layout.supports
+        with jax.ensure_compile_time_eval():  # init may run under jit or pmap
+            offsets = np.asarray(target.neighbourhood.candidates(jnp.zeros(num_coords, int)))
+        kind = np.asarray(target.supports.kind)
+        unit_steps = np.all(
+            (kind == SupportKind.BINARY)
+            | ((kind == SupportKind.ORDINAL) & (np.max(np.abs(offsets), axis=1) == 1))
         )
         if self._path_length % 2 == 0 and unit_steps:
             # every step moves exactly R coordinates by +-1, so sum(x) mod 2 never changes
             warnings.warn(
                 f"LBP with an even `path_length={self._path_length}` on binary sites (or "
-                "ordinal sites with `ordinal_window=1`) never changes the parity of the sum "
+                "ordinal sites moved by 1) never changes the parity of the sum "
                 "of the values, so the chain cannot leave the half of the state space it "
                 "starts in. Use an odd `path_length`, a larger `ordinal_window`, or ALBP.",
                 stacklevel=4,
@@ -320,7 +326,7 @@ class ALBP(_PathKernel):
         max_path_length: int | None = None,
         balancing: str = "sqrt",
         weights: str | Mapping[str, str] = "auto",
-        ordinal_window: int = 1,
+        ordinal_window: int | None = None,
         supports: Mapping[str, SiteSupport] | None = None,
         init_num_flips: float | None = None,
         max_num_flips: int | None = None,

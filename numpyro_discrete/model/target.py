@@ -23,7 +23,9 @@ from numpyro_discrete.core.neighbourhood import (
     Neighbourhood,
     SupportKind,
     coordinate_neighbourhood,
+    ladder_offsets,
 )
+from numpyro_discrete.model.bounds import concrete_supports
 from numpyro_discrete.model.layout import (
     SiteLayout,
     SiteSupport,
@@ -31,6 +33,7 @@ from numpyro_discrete.model.layout import (
     layout_from_params,
     layout_from_trace,
 )
+from numpyro_discrete.model.move_scales import move_scales, support_spans
 from numpyro_discrete.model.potential import (
     FlatLogDensity,
     SiteLogJoint,
@@ -102,6 +105,10 @@ class DiscreteTarget:
     - **weights_mode** - per site, how local ratios are computed: ``"gradient"`` or
       ``"exact"`` (``"auto"`` resolved).
     - **neighbourhood** - the candidate values of each coordinate.
+    - **move_scales** - ``(N,)`` scale of the moves of each coordinate, in its values
+      (:mod:`~numpyro_discrete.model.move_scales`): it sets the ladder of move distances
+      of ordinal coordinates and the unit of ACS's step size; 1 for binary and categorical
+      coordinates, and for all of them when an ``ordinal_window`` is given.
     - **structure** - the :class:`~numpyro_discrete.structure.colouring.TermStructure` of
       the terms of ``log pi``: which coordinates each term depends on and a colouring of
       the coordinates; dense (every term on every coordinate) when it could not be
@@ -113,6 +120,7 @@ class DiscreteTarget:
     layout: SiteLayout
     weights_mode: Mapping[str, str]
     neighbourhood: Neighbourhood
+    move_scales: np.ndarray
     structure: TermStructure
     structure_note: str
     kernel_name: str
@@ -131,7 +139,7 @@ class DiscreteTarget:
         model_kwargs: Mapping[str, Any],
         *,
         weights: WeightsArgument = "auto",
-        ordinal_window: int = 1,
+        ordinal_window: int | None = None,
         kernel_name: str = "kernel",
     ) -> "DiscreteTarget":
         """
@@ -155,7 +163,10 @@ class DiscreteTarget:
                 "discrete_latent_sites), (NUTS(model), None)])` (from numpyro.infer and "
                 "numpyro.infer.gibbs), or condition the model on them."
             )
-        layout = layout_from_trace(sites.trace, sites.discrete, kernel_name)
+        supports = concrete_supports(
+            model, sites.trace, sites.discrete, model_args, model_kwargs, kernel_name
+        )
+        layout = layout_from_trace(sites.trace, sites.discrete, supports, kernel_name)
         enum = bool(sites.enumerated)
         conditioned_model = conditioned(model)
         prepared = prepare_model_for_potential(conditioned_model, sites.trace, enum=enum)
@@ -167,14 +178,18 @@ class DiscreteTarget:
             )
 
         has_deterministic = any(site["type"] == "deterministic" for site in sites.trace.values())
+        concrete_trace = sites.trace
         initial = layout.flatten({name: sites.trace[name]["value"] for name in sites.discrete})
         if isinstance(initial, jax.core.Tracer):
-            # traced chain keys (`pmap`, `vmap`): the structure is read at a concrete draw
+            # traced chain keys (`pmap`, `vmap`): the structure and the scales are read at a
+            # concrete draw
             with jax.ensure_compile_time_eval():
-                draw = prototype_trace(
+                concrete_trace = prototype_trace(
                     conditioned_model, random.key(0), model_args, dict(model_kwargs)
                 )
-                initial = layout.flatten({name: draw[name]["value"] for name in sites.discrete})
+                initial = layout.flatten(
+                    {name: concrete_trace[name]["value"] for name in sites.discrete}
+                )
         return cls._resolve(
             layout,
             site_functions(model_args, model_kwargs),
@@ -185,6 +200,7 @@ class DiscreteTarget:
             kernel_name,
             conditioned_model,
             has_deterministic,
+            concrete_trace,
         )
 
     @classmethod
@@ -196,7 +212,7 @@ class DiscreteTarget:
         batch_ndims: int = 0,
         supports: Mapping[str, SiteSupport] | None = None,
         weights: WeightsArgument = "auto",
-        ordinal_window: int = 1,
+        ordinal_window: int | None = None,
         kernel_name: str = "kernel",
     ) -> "DiscreteTarget":
         """
@@ -227,10 +243,11 @@ class DiscreteTarget:
         site_functions: SiteFunctions,
         initial: jax.Array,
         weights: WeightsArgument,
-        ordinal_window: int,
+        ordinal_window: int | None,
         kernel_name: str,
         model: Callable | None = None,
         has_deterministic: bool = False,
+        model_trace: Mapping[str, Any] | None = None,
     ) -> "DiscreteTarget":
         if layout.num_coords == 0:
             shapes = dict(zip(layout.names, layout.shapes, strict=True))
@@ -241,9 +258,12 @@ class DiscreteTarget:
         log_joint, log_terms = functions
         if isinstance(initial, jax.core.Tracer):
             initial = layout.coordinate_supports().lower  # any point: the structure is read
-        neighbourhood = coordinate_neighbourhood(
-            layout.coordinate_supports(), window=ordinal_window
-        )
+        if ordinal_window is None:
+            scales = move_scales(layout, np.asarray(initial), model_trace)
+            window = ladder_offsets(scales, support_spans(layout))
+        else:
+            scales, window = np.ones(layout.num_coords), ordinal_window
+        neighbourhood = coordinate_neighbourhood(layout.coordinate_supports(), window=window)
         structure, note = _detect_structure(log_terms, layout, initial)
         return cls(
             layout=layout,
@@ -258,6 +278,7 @@ class DiscreteTarget:
                 kernel_name,
             ),
             neighbourhood=neighbourhood,
+            move_scales=scales,
             structure=structure,
             structure_note=note,
             kernel_name=kernel_name,
