@@ -48,7 +48,10 @@ SPACES = {
     # ordinal coordinates whose windows hit the support boundaries
     "ordinal": [(_ORD, 0, 0, 3), (_ORD, 0, -1, 1), (_ORD, 0, 2, 4)],
     "mixed": [_C3, _B, (_ORD, 0, 0, 3)],
+    # ordinal coordinates moved by a ladder of distances (LADDER_SCALES) that skips values
+    "ladder": [(_ORD, 0, 0, 9), (_ORD, 0, -2, 4)],
 }
+LADDER_SCALES = np.array([2.5, 4.0])
 
 
 def coordinate_space(name: str) -> tuple[CoordinateSupports, np.ndarray]:

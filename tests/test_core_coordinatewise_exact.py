@@ -18,10 +18,12 @@ from numpyro_discrete.core.local_ratios import mixed_local_fn
 from numpyro_discrete.core.neighbourhood import (
     SupportKind,
     coordinate_neighbourhood,
+    ladder_offsets,
     squared_distance_fn,
 )
 
 from helpers import (
+    LADDER_SCALES,
     SPACES,
     assert_irreducible,
     assert_reversible,
@@ -32,7 +34,13 @@ from helpers import (
     state_lookup,
 )
 
-WINDOWS = {"binary": 1, "categorical": 1, "ordinal": 2, "mixed": 2}
+WINDOWS = {
+    "binary": 1,
+    "categorical": 1,
+    "ordinal": 2,
+    "mixed": 2,
+    "ladder": ladder_offsets(LADDER_SCALES, np.array([9.0, 6.0])),
+}
 
 # positions 0, 3 and 7 of a cycle of 8 steps from alpha_max = 3 to alpha_min = 0.1, with a
 # non-increasing balancing schedule; and DMALA's beta = 0.5 at a large step size
@@ -50,7 +58,8 @@ def _setup(space, weights, seed):
         "mixed": np.flatnonzero(supports.kind != SupportKind.BINARY),
     }[weights]
     local_fn = mixed_local_fn(log_pi, log_pi, neighbourhood, exact_coords)
-    return states, neighbourhood, local_fn, squared_distance_fn(supports), log_pi
+    scales = LADDER_SCALES if space == "ladder" else None
+    return states, neighbourhood, local_fn, squared_distance_fn(supports, scales), log_pi
 
 
 @functools.cache
@@ -74,6 +83,7 @@ FAST = {
     ("categorical", "exact"),
     ("ordinal", "gradient"),
     ("mixed", "mixed"),
+    ("ladder", "gradient"),
 }
 
 

@@ -17,9 +17,11 @@ from numpyro_discrete.core.neighbourhood import (
     SupportKind,
     binary_neighbourhood,
     coordinate_neighbourhood,
+    ladder_offsets,
 )
 
 from helpers import (
+    LADDER_SCALES,
     all_binary_states,
     assert_irreducible,
     assert_reversible,
@@ -119,8 +121,13 @@ def test_binary_kernel_matches_transition_matrix(x64, balancing, chunk_size):
 
 # --- categorical, ordinal and mixed spaces: moves over (coordinate, new value) pairs -------
 
-SUPPORT_SPACES = ["categorical", "ordinal", "mixed"]
-WINDOWS = {"categorical": 1, "ordinal": 2, "mixed": 1}
+SUPPORT_SPACES = ["categorical", "ordinal", "mixed", "ladder"]
+WINDOWS = {
+    "categorical": 1,
+    "ordinal": 2,
+    "mixed": 1,
+    "ladder": ladder_offsets(LADDER_SCALES, np.array([9.0, 6.0])),
+}
 
 
 def _supports_local_fn(log_pi, neighbourhood, weights, supports):

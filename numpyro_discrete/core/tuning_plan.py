@@ -116,7 +116,7 @@ def plan_tuning(
     The paper measures each acceptance rate over a batch of chains; a numpyro chain is
     tuned on its own, so each tested value is measured on several proposals from the same
     state instead. With a single proposal the rounds' choices are mostly noise, and the
-    searches (which only ever move one way) drift past the target.
+    searches drift past the target.
     """
     positions = _num_balancing_positions(cycle_length)
     burnin = min(50, budget // 10)
