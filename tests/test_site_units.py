@@ -11,8 +11,8 @@ import jax
 import jax.numpy as jnp
 
 import numpyro
-import numpyro.distributions as dist
 from numpyro.diagnostics import effective_sample_size, split_gelman_rubin
+import numpyro.distributions as dist
 from numpyro.infer import MCMC, NUTS
 
 from numpyro_discrete import ACS, ALBP, DMALA, LBPGibbs
