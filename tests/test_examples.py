@@ -1,8 +1,10 @@
 """Smoke tests: the example scripts run end to end on tiny sizes."""
 
 import math
+import re
 
 import numpy as np
+import pytest
 
 from examples_loader import load_example
 
@@ -71,3 +73,41 @@ def test_fhmm_relabelling_undoes_permutations_and_flips():
     np.testing.assert_allclose(w_back[0], w_true)
     np.testing.assert_allclose(b_back[0], b_true)
     np.testing.assert_array_equal(x_back[0], x_true)
+
+
+def test_segmentation_example(tmp_path, capsys):
+    segmentation = load_example("segmentation")
+    summary = segmentation.main(
+        [
+            "--p", "8",
+            "--num-warmup", "10",
+            "--num-samples", "10",
+            # one chain: with the progress bar off, numpyro compiles each chain's loop
+            "--num-chains", "1",
+            "--compare-seconds", "0.1",
+            "--out", str(tmp_path),
+            "--no-progress-bar",
+        ]
+    )  # fmt: skip
+    last_line = capsys.readouterr().out.strip().splitlines()[-1]
+    assert re.fullmatch(r"max r_hat: \d+\.\d+", last_line), last_line
+    assert float(last_line.split(": ")[1]) == pytest.approx(summary["max_r_hat"], abs=1e-3)
+    figure = tmp_path / "segmentation.png"
+    assert summary["figure"] == str(figure)
+    assert figure.is_file() and figure.stat().st_size > 0
+    assert 0.0 <= summary["pixel_error"] <= 1.0
+    assert 0.0 <= summary["mean"]["foreground"] <= 1.0
+    assert summary["mean"]["mu_1"] > summary["mean"]["mu_0"]
+    # at least 4 + 4 steps per chain, whatever the time it was given
+    assert summary["numpyro"]["num_warmup"] >= 4 and summary["numpyro"]["num_samples"] >= 4
+    assert math.isfinite(summary["numpyro"]["max_r_hat"])
+
+
+def test_segmentation_summaries_are_label_free():
+    """Foreground fraction and boundary length of a known image."""
+    segmentation = load_example("segmentation")
+    x = np.array([[0, 1, 1], [0, 1, 0], [0, 0, 0]])
+    foreground, boundary = segmentation.label_invariant(x)
+    assert foreground == pytest.approx(3 / 9)
+    # disagreeing pairs, right: 1 + 2 + 0 by row; down: 0 + 1 + 1 by column
+    assert boundary == 5
