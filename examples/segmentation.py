@@ -46,8 +46,8 @@ true image, the data, the posterior marginals ``P(x_ij = 1 | y)`` of both sample
 traces of the boundary length.
 
 Run it with the defaults (4 chains of 500 warmup steps and 1000 draws, 64 x 64 = 4096
-pixels; about 40 seconds end to end on two CPU cores, of which about 20 s are ours and
-20 s the comparison)::
+pixels; about 40 seconds end to end on two idle CPU cores, of which 16 s are ours, warmup
+and sampling with compilation, and the rest the comparison; about a minute on busy ones)::
 
     python examples/segmentation.py                     # writes outputs/segmentation.png
     python examples/segmentation.py --discrete-kernel albp
