@@ -230,23 +230,10 @@ def _base_distribution(fn: Any) -> Any:
     return fn
 
 
-def _concrete_bound(site: Mapping[str, Any], name: str, bound: Any, kernel_name: str) -> Any:
-    try:
-        return np.asarray(bound)
-    except jax.errors.TracerArrayConversionError:
-        raise ValueError(
-            f"Site {name!r} ({type(site['fn']).__name__}) has support bounds that depend on "
-            f"traced values; {kernel_name} needs bounds known at `init` (e.g. a Binomial "
-            "`total_count` given as data, not computed from another latent variable)."
-        ) from None
-
-
-def _site_support(site: Mapping[str, Any], name: str, kernel_name: str) -> SiteSupport:
+def _site_support(
+    site: Mapping[str, Any], name: str, support: constraints.Constraint, kernel_name: str
+) -> SiteSupport:
     fn = site["fn"]
-    support = fn.support
-    # `to_event` makes element-wise supports into an event; each element still moves alone
-    while isinstance(support, constraints.independent):
-        support = support.base_constraint
     if _base_distribution(fn).event_shape:
         raise ValueError(
             f"Site {name!r} ({_describe(site)}) is a multivariate discrete distribution "
@@ -258,13 +245,12 @@ def _site_support(site: Mapping[str, Any], name: str, kernel_name: str) -> SiteS
     if is_binary_support(support):
         return SiteSupport.binary()
     if isinstance(support, constraints.integer_interval):
-        lower = _concrete_bound(site, name, support.lower_bound, kernel_name)
-        upper = _concrete_bound(site, name, support.upper_bound, kernel_name)
+        lower, upper = np.asarray(support.lower_bound), np.asarray(support.upper_bound)
         if isinstance(_base_distribution(fn), (CategoricalProbs, CategoricalLogits)):
             return SiteSupport.categorical(int(np.max(upper)) + 1)
         return SiteSupport.ordinal(lower.astype(np.int64), upper.astype(np.int64))
     if isinstance(support, constraints.integer_greater_than):
-        lower = _concrete_bound(site, name, support.lower_bound, kernel_name)
+        lower = np.asarray(support.lower_bound)
         return SiteSupport.ordinal(lower.astype(np.int64), None)
     raise ValueError(
         f"Site {name!r} ({_describe(site)}) has a discrete support that {kernel_name} cannot "
@@ -275,18 +261,25 @@ def _site_support(site: Mapping[str, Any], name: str, kernel_name: str) -> SiteS
 
 
 def layout_from_trace(
-    model_trace: Mapping[str, Any], sites: Sequence[str], kernel_name: str
+    model_trace: Mapping[str, Any],
+    sites: Sequence[str],
+    supports: Mapping[str, constraints.Constraint],
+    kernel_name: str,
 ) -> SiteLayout:
     """
-    Layout of the discrete `sites` of a model trace. Raises for supports that cannot be
-    sampled, naming the site and its distribution.
+    Layout of the discrete `sites` of a model trace, given their `supports` with concrete
+    bounds (:func:`~numpyro_discrete.model.bounds.concrete_supports`; a site's support
+    under ``to_event`` is that of one element, which moves alone). Raises for supports that
+    cannot be sampled, naming the site and its distribution.
     """
-    supports = tuple(_site_support(model_trace[name], name, kernel_name) for name in sites)
+    site_supports = tuple(
+        _site_support(model_trace[name], name, supports[name], kernel_name) for name in sites
+    )
     return SiteLayout(
         names=tuple(sites),
         shapes=tuple(tuple(np.shape(model_trace[name]["value"])) for name in sites),
         dtypes=tuple(np.dtype(jnp.asarray(model_trace[name]["value"]).dtype) for name in sites),
-        supports=supports,
+        supports=site_supports,
     )
 
 
