@@ -14,6 +14,13 @@ constant gain, so ``R_t`` keeps fluctuating around the value whose acceptance is
 the second half of warmup (Polyak-Ruppert averaging, as dual averaging does for HMC's step
 size); the recursion itself is Alg. 2's.
 
+For warmups that start far from stationarity, as inside a Gibbs sweep whose continuous
+block is still travelling, a *relative gain* makes each step at least ``relative_gain * R_t``
+times Alg. 2's, so that a path length grown large while the target was flat (early in
+warmup) shrinks in a number of steps logarithmic in ``R`` rather than linear. The state also
+averages the acceptance rate over the second half of warmup, which tells whether even
+``R = 1`` accepts far below the target.
+
 A frozen path length above 1 is never an integer: an integer ``R`` would make every step move
 exactly ``R`` coordinates, and on binary sites (or ordinal ones moved by +-1) an even ``R``
 never changes the parity of ``sum(x)``, leaving the chain in half of the space. That happens
@@ -49,10 +56,12 @@ class PathLengthState(NamedTuple):
     """
     - **path_length** - ``R_t``, the real path length the next step rounds.
     - **mean_path_length** - average of ``R_t`` over the second half of warmup so far.
+    - **window_accept_prob** - average acceptance rate over the same steps.
     """
 
     path_length: jax.Array
     mean_path_length: jax.Array
+    window_accept_prob: jax.Array
 
 
 def round_path_length(rng_key: jax.Array, path_length: jax.Array) -> jax.Array:
@@ -73,15 +82,20 @@ def robbins_monro_step(
     accept_prob: jax.Array,
     target_accept_prob: jax.Array | float,
     max_path_length: jax.Array | int,
+    relative_gain: float = 0.0,
 ) -> jax.Array:
-    """Alg. 2, line 17: ``R_{t+1} = clip(R_t + (a_t - target), 1, R_max)``."""
-    return jnp.clip(path_length + (accept_prob - target_accept_prob), 1.0, max_path_length)
+    """Alg. 2, line 17: ``R_{t+1} = clip(R_t + (a_t - target), 1, R_max)``; with a
+    `relative_gain` ``g > 0`` the step ``a_t - target`` is multiplied by
+    ``max(1, g R_t)`` (Alg. 2's recursion while ``R_t <= 1 / g``)."""
+    gain = jnp.maximum(1.0, relative_gain * path_length)
+    step = gain * (accept_prob - target_accept_prob)
+    return jnp.clip(path_length + step, 1.0, max_path_length)
 
 
 def init(path_length: jax.Array | float) -> PathLengthState:
     """The adaptation state at the initial path length ``R_1``."""
     path_length = jnp.asarray(path_length, jnp.result_type(float))
-    return PathLengthState(path_length, path_length)
+    return PathLengthState(path_length, path_length, jnp.zeros_like(path_length))
 
 
 def update(
@@ -91,21 +105,26 @@ def update(
     num_warmup: jax.Array | int,
     target_accept_prob: jax.Array | float,
     max_path_length: jax.Array | int,
+    relative_gain: float = 0.0,
 ) -> PathLengthState:
     """
     Warmup step ``i < num_warmup`` of the adaptation, after a step that accepted with
-    probability `accept_prob`: :func:`robbins_monro_step`, and the running average of its
-    second half. At the last warmup step the path length becomes :func:`final`'s frozen
-    value. Callers gate it with ``i < num_warmup``.
+    probability `accept_prob`: :func:`robbins_monro_step`, and the running averages of the
+    path length and the acceptance rate over the second half of warmup. At the last warmup
+    step the path length becomes :func:`final`'s frozen value. Callers gate it with
+    ``i < num_warmup``.
     """
     new_path_length = robbins_monro_step(
-        state.path_length, accept_prob, target_accept_prob, max_path_length
+        state.path_length, accept_prob, target_accept_prob, max_path_length, relative_gain
     )
     start = num_warmup // 2
     count = jnp.maximum(i - start + 1, 1)
+    averaging = i >= start
     mean = state.mean_path_length
-    mean = jnp.where(i >= start, mean + (new_path_length - mean) / count, new_path_length)
-    adapted = PathLengthState(new_path_length, mean)
+    mean = jnp.where(averaging, mean + (new_path_length - mean) / count, new_path_length)
+    rate = state.window_accept_prob
+    rate = jnp.where(averaging, rate + (accept_prob - rate) / count, accept_prob)
+    adapted = PathLengthState(new_path_length, mean, rate.astype(mean.dtype))
     return adapted._replace(
         path_length=jnp.where(i == num_warmup - 1, final(adapted), new_path_length)
     )

@@ -11,7 +11,7 @@ import warnings
 import numpy as np
 
 import jax
-from jax import random
+from jax import lax, random
 import jax.numpy as jnp
 
 from numpyro_discrete.core import path_length
@@ -42,6 +42,7 @@ class LBPState(NamedTuple):
       after it for :class:`ALBP`.
     - **mean_path_length** - average of ``R_t`` over the second half of warmup, the value
       :class:`ALBP` freezes ``R_t`` at when warmup ends (equal to ``path_length`` for LBP).
+    - **window_accept_prob** - average acceptance rate over the same steps (0 for LBP).
     - **num_changed** - number of coordinates this step changed (0 when rejected).
     - **rng_key** - random key for the next step.
 
@@ -57,6 +58,7 @@ class LBPState(NamedTuple):
     mean_accept_prob: jax.Array
     path_length: jax.Array
     mean_path_length: jax.Array
+    window_accept_prob: jax.Array
     num_changed: jax.Array
     rng_key: jax.Array
 
@@ -107,22 +109,26 @@ class _PathKernel(DiscreteKernel):
         return f"acc. prob={float(state.mean_accept_prob):.2f}, R={float(state.path_length):.1f}"
 
     def _init_state(self, rng_key: jax.Array, state: State) -> LBPState:
-        initial = jnp.asarray(self._initial_path_length(), jnp.result_type(float))
-        return LBPState(
-            **self._initial_fields(rng_key, state),
-            path_length=initial,
-            mean_path_length=initial,
-        )
+        adaptation = path_length.init(self._initial_path_length())
+        return LBPState(**self._initial_fields(rng_key, state), **adaptation._asdict())
 
     def _step(self, state: LBPState, position: State, local_fn: LocalFn) -> LBPState:
         key_next, key_step = random.split(state.rng_key)
         new, info, _ = self._transition(key_step, position, local_fn, state.path_length)
         adapted = self._adapt(state, info.acceptance_rate)
-        return LBPState(
-            **self._step_fields(state, new, info, key_next),
-            path_length=adapted.path_length,
-            mean_path_length=adapted.mean_path_length,
-        )
+        return LBPState(**self._step_fields(state, new, info, key_next), **adapted._asdict())
+
+
+# ALBP's adaptation (see `core.path_length`): steps of at least a tenth of R_t; a warning
+# when R ends near 1 and the acceptance rate is below the target by more than the margin
+RELATIVE_GAIN = 0.1
+LOW_ACCEPTANCE_MARGIN = 0.15
+
+
+def _adaptation(state: LBPState) -> path_length.PathLengthState:
+    return path_length.PathLengthState(
+        state.path_length, state.mean_path_length, state.window_accept_prob
+    )
 
 
 class LBP(_PathKernel):
@@ -261,7 +267,7 @@ class LBP(_PathKernel):
         return float(self._path_length)
 
     def _adapt(self, state: LBPState, accept_prob: jax.Array) -> path_length.PathLengthState:
-        return path_length.PathLengthState(state.path_length, state.mean_path_length)
+        return _adaptation(state)
 
 
 class ALBP(_PathKernel):
@@ -269,11 +275,18 @@ class ALBP(_PathKernel):
     Adaptive locally balanced proposal [1]: :class:`LBP` whose path length is tuned during
     warmup so that the acceptance rate reaches `target_accept_prob` (0.574 is optimal for
     locally balanced proposals: the optimal ``R`` then grows like ``N^(2/3)``). The
-    real-valued path length ``R_t`` follows ``R_{t+1} = clip(R_t + a_t - target, 1, R_max)``
-    during warmup (Alg. 2) and is frozen after it, at its average over the second half of
-    warmup (the recursion's gain is constant, so the last iterate alone is noisy); every
-    step uses the path length ``floor(R_t) + Bernoulli(R_t - floor(R_t))``, so that each
-    post-warmup step is an exact mixture of LBP-R kernels.
+    real-valued path length ``R_t`` follows ``R_{t+1} = clip(R_t + (a_t - target) *
+    max(1, R_t / 10), 1, R_max)`` during warmup (Alg. 2's recursion up to ``R_t = 10``;
+    above, steps proportional to ``R_t`` undo in a few dozen steps a path length grown while
+    the target was flat early in warmup, as inside :class:`LBPGibbs` before the continuous
+    sites settle) and is frozen after it, at its average over the second half of warmup
+    (the last iterate alone is noisy); every step uses the path length
+    ``floor(R_t) + Bernoulli(R_t - floor(R_t))``, so that each post-warmup step is an exact
+    mixture of LBP-R kernels. When warmup ends with ``R`` near 1 and an acceptance rate far
+    below the target (a longer path cannot help: the proposal itself is poor), a
+    ``RuntimeWarning`` names the sites whose weights come from the gradient and suggests
+    exact weights (not checked for ``chain_method="vectorized"``, where the check would cost
+    a host callback at every step).
 
     **References:**
 
@@ -366,6 +379,10 @@ class ALBP(_PathKernel):
         self._init_path_length = float(init_length)
         self._max_path_length_argument = None if max_length is None else int(max_length)
 
+    def _reset_init(self) -> None:
+        super()._reset_init()
+        self._warned_low_acceptance = False
+
     def _path_length_bound(self, target: DiscreteTarget) -> int:
         bound = self._max_path_length_argument
         return target.num_coords if bound is None else min(bound, target.num_coords)
@@ -374,8 +391,10 @@ class ALBP(_PathKernel):
         return min(self._init_path_length, self._max_path_length)
 
     def _adapt(self, state: LBPState, accept_prob: jax.Array) -> path_length.PathLengthState:
-        # Alg. 2: Robbins-Monro on R_t during warmup only; frozen afterwards
-        current = path_length.PathLengthState(state.path_length, state.mean_path_length)
+        # Alg. 2: Robbins-Monro on R_t during warmup only; frozen afterwards. The relative
+        # gain serves warmups far from stationarity (a Gibbs sweep whose continuous block
+        # still travels): see `core.path_length`
+        current = _adaptation(state)
         adapted = path_length.update(
             current,
             state.i,
@@ -383,5 +402,44 @@ class ALBP(_PathKernel):
             self._num_warmup,
             self._target_accept_prob,
             self._max_path_length,
+            relative_gain=RELATIVE_GAIN,
         )
+        if not self._vectorized:
+            # one check per chain at the end of warmup; under `vmap` the callback would run
+            # at every step, so vectorized chains skip it
+            lax.cond(
+                state.i == self._num_warmup - 1,
+                lambda: jax.debug.callback(
+                    self._check_adaptation, adapted.mean_path_length, adapted.window_accept_prob
+                ),
+                lambda: None,
+            )
         return select(state.i < self._num_warmup, adapted, current)
+
+    def _check_adaptation(self, mean_path_length: np.ndarray, accept_prob: np.ndarray) -> None:
+        """Warn, once per kernel, when warmup ends at ``R`` near 1 with an acceptance rate
+        far below the target: a longer path cannot help, the proposal itself is poor."""
+        if self._warned_low_acceptance or not (
+            float(mean_path_length) < 1.5
+            and float(accept_prob) < self._target_accept_prob - LOW_ACCEPTANCE_MARGIN
+        ):
+            return
+        self._warned_low_acceptance = True
+        modes = self._target.weights_mode
+        gradient_sites = [name for name, mode in modes.items() if mode == "gradient"]
+        exact = {name: "exact" for name in gradient_sites}
+        advice = (
+            f"The gradient ranks the moves of sites {gradient_sites} poorly here: pass "
+            f"`weights={exact}` (exact local ratios) to ALBP."
+            if gradient_sites
+            else "Every site already has exact weights: the conditional is sharply peaked "
+            "(its values are strongly coupled); a block or structure-aware kernel "
+            "(ChromaticGibbs) may mix better."
+        )
+        warnings.warn(
+            f"ALBP: warmup ended at path length R = {float(mean_path_length):.2f} (its "
+            f"minimum is 1) with acceptance {float(accept_prob):.2f}, far below the target "
+            f"{self._target_accept_prob}. {advice}",
+            RuntimeWarning,
+            stacklevel=2,
+        )
