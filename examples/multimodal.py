@@ -19,14 +19,17 @@ the paper's Figure 5). The target is a NumPyro model with one ``DiscreteUniform(
 site of shape ``(2,)`` and a ``factor``; the state space has 451^2 = 203401 points, so the
 target is enumerated exactly.
 
-Three samplers start in the mode ``mu_00``, all with the same window of candidate values
-(``--window`` on each side of the current value; the default 300 reaches every mode on the
-same row or column) and the same local ratios (``--weights``, exact by default):
+Three samplers start in the mode ``mu_00``, all with their default arguments: moves in the
+units of the site (a ladder of distances from 1 to twice the site's scale, here its prior
+standard deviation 130: ``1, 16, 33, 65, 130, 260``; ``--window`` gives a fixed window
+instead) and the same local ratios (``--weights``, exact by default):
 
 - :class:`~numpyro_discrete.ACS`: the cyclical step size from ``alpha_max`` to ``alpha_min``
-  over cycles of 20 steps (the paper fixes ``alpha_max = 1575, alpha_min = 3`` for this toy
-  rather than tuning them, and so do we); its balancing schedule is tuned during warmup.
-- :class:`~numpyro_discrete.DMALA`: one step size (the paper's 53) and ``beta = 0.5``.
+  over cycles of 20 steps, both tuned during warmup in the units of the site (the paper
+  fixes ``alpha_max = 1575, alpha_min = 3`` for this toy; ``--alpha-max``/``--alpha-min``
+  fix them here too), its balancing schedule tuned as well.
+- :class:`~numpyro_discrete.DMALA`: one step size (default 0.2, in the units of the site)
+  and ``beta = 0.5``.
 - :class:`~numpyro_discrete.ALBP`: the locally balanced path proposal, path length adapted.
 
 The script prints, per variant and sampler, the acceptance rate, the number of modes
@@ -204,12 +207,17 @@ def main(argv=None):
     parser.add_argument("--sigma2", type=float, default=20.0, help="variance of each bump")
     parser.add_argument("--num-warmup", type=int, default=1000)
     parser.add_argument("--num-samples", type=int, default=10000)
-    parser.add_argument("--window", type=int, default=300, help="ordinal window half-width")
+    parser.add_argument(
+        "--window",
+        type=int,
+        default=None,
+        help="ordinal window half-width (default: moves in the units of the site)",
+    )
     parser.add_argument("--weights", default="exact", choices=["exact", "gradient"])
-    parser.add_argument("--alpha-max", type=float, default=1575.0)
-    parser.add_argument("--alpha-min", type=float, default=3.0)
+    parser.add_argument("--alpha-max", type=float, default=None, help="default: tuned")
+    parser.add_argument("--alpha-min", type=float, default=None, help="default: tuned")
     parser.add_argument("--cycle-length", type=int, default=20)
-    parser.add_argument("--dmala-step-size", type=float, default=53.0)
+    parser.add_argument("--dmala-step-size", type=float, default=0.2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="outputs", help="output directory for the figure")
     parser.add_argument("--no-progress-bar", action="store_true")
