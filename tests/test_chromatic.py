@@ -297,6 +297,17 @@ def test_as_the_discrete_block_of_a_mixed_model(composite):
     assert_mean_within_mcse(samples["x"], mean_x, what="x")
 
 
+def test_as_the_discrete_block_of_lbp_gibbs_in_parallel_chains():
+    """Under ``pmap`` numpyro's Gibbs initialises the blocks inside the trace: the sweep's
+    class tables must be constants, not tracers leaked into the later step traces."""
+    kernel = LBPGibbs(NUTS(beta_lattice_model), discrete_kernel=ChromaticGibbs(beta_lattice_model))
+    mcmc = MCMC(kernel, num_warmup=20, num_samples=20, num_chains=2, chain_method="parallel",
+                progress_bar=False)  # fmt: skip
+    mcmc.run(random.key(1), Y_CHAIN)
+    x = np.asarray(mcmc.get_samples()["x"])
+    assert x.shape[0] == 40 and set(np.unique(x)) <= {0, 1}
+
+
 # --- the numpyro protocol -----------------------------------------------------------------------
 
 

@@ -131,7 +131,9 @@ def build_kernel(
         coordinate is over its current value and its valid candidates).
     :param structure: the dependency pairs and colouring of the terms.
     """
-    colour = jnp.asarray(structure.colour)
+    # numpy, not jax arrays: `init` may run inside a trace (`pmap`), where a jax array made
+    # here would be a tracer captured by the kernel and leaked into later traces
+    colour = np.asarray(structure.colour)
     order, starts, sizes, width = class_members(structure)
 
     def class_move(log_terms: LogTerms, carry: tuple, inputs: tuple) -> tuple:
