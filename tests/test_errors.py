@@ -9,12 +9,13 @@ from typing import Any, NamedTuple
 
 import pytest
 
+import jax
 from jax import random
 import jax.numpy as jnp
 
 import numpyro
 import numpyro.distributions as dist
-from numpyro.infer import MCMC, NUTS
+from numpyro.infer import HMCECS, MCMC, NUTS
 
 from numpyro_discrete import ACS, ALBP, DMALA, LBP, LBPGibbs, SiteSupport
 
@@ -68,6 +69,26 @@ def impossible_start_model():
 
 def zero_size_model():
     numpyro.sample("e", dist.Bernoulli(0.5).expand([0]))
+
+
+def latent_bound_model():
+    n = numpyro.sample("n", dist.Binomial(4, 0.5))
+    numpyro.sample("k", dist.Binomial(n, 0.5))
+
+
+def argument_bound_model(counts):
+    numpyro.sample("k", dist.Binomial(counts.astype(jnp.int32), 0.5))
+
+
+def _init_under_jit(kernel):
+    """`init` traced with the model's arguments as inputs (a user's own `jit`)."""
+    jax.jit(lambda counts: kernel.init(random.key(0), 2, None, (counts,), {}).z)(jnp.ones(2))
+
+
+def subsampled_model():
+    z = numpyro.sample("z", dist.Bernoulli(0.5))
+    with numpyro.plate("data", 10, subsample_size=5):
+        numpyro.sample("y", dist.Normal(z, 1.0), obs=jnp.zeros(5))
 
 
 def _init(kernel, init_params=None):
@@ -124,6 +145,13 @@ CASES = [
          "ALBP found no discrete latent sites in the model"),
     Case("continuous-sites", lambda: _init(ALBP(mixed_model)), ValueError,
          "continuous latent sites 'w' (Normal). Sample them beside ALBP with numpyro's Gibbs"),
+    Case("support-bound-from-latent", lambda: _init(ALBP(latent_bound_model)), ValueError,
+         "Site 'k' (BinomialProbs) has support bounds computed from the value of latent "
+         "site(s) ['n']; ALBP fixes each site's support at `init`"),
+    Case("support-bound-from-traced-argument",
+         lambda: _init_under_jit(ALBP(argument_bound_model)), ValueError,
+         "Site 'k' (BinomialProbs) has support bounds computed from a model argument that is "
+         "traced where ALBP.init runs"),
     Case("multivariate-discrete-site", lambda: _init(LBP(multinomial_model)), ValueError,
          "Site 'm' (MultinomialProbs with support Multinomial()) is a multivariate "
          "discrete distribution (event shape (3,))"),
@@ -216,6 +244,24 @@ CASES = [
          '`chain_method="parallel"`'),
     Case("lbp-gibbs-inner-kernel", lambda: LBPGibbs(ALBP(mixed_model)), ValueError,
          "LBPGibbs: `inner_kernel` must be numpyro's HMC or NUTS"),
+    Case("lbp-gibbs-random-walk", lambda: LBPGibbs(NUTS(mixed_model), random_walk=True),
+         ValueError, "LBPGibbs: `random_walk=True` (DiscreteHMCGibbs's uniform proposals over "
+         "a site's values) is not available"),
+    Case("lbp-gibbs-modified-with-discrete-kernel",
+         lambda: LBPGibbs(NUTS(mixed_model), discrete_kernel=LBP(mixed_model), modified=True),
+         ValueError, "with `discrete_kernel` given (LBP), drop `modified`"),
+    Case("lbp-gibbs-num-discrete-updates",
+         lambda: LBPGibbs(NUTS(mixed_model), num_discrete_updates=20), ValueError,
+         "LBPGibbs: `num_discrete_updates=20` (MixedHMC's one-site updates inside each HMC "
+         "trajectory) has no LBPGibbs equivalent"),
+    Case("lbp-gibbs-hmcecs", lambda: LBPGibbs(HMCECS(NUTS(mixed_model))), ValueError,
+         "LBPGibbs: `inner_kernel` is HMCECS, whose subsampled likelihood LBPGibbs does not "
+         "support"),
+    Case("lbp-gibbs-subsample", lambda: _init(LBPGibbs(NUTS(subsampled_model))), ValueError,
+         "LBPGibbs: the model subsamples its data (plates ['data'] have a `subsample_size`)"),
+    Case("lbp-gibbs-hmc-state-discrete-only",
+         lambda: _collect(LBPGibbs(NUTS(discrete_only)), "hmc_state.accept_prob"),
+         ValueError, "LBPGibbsState.hmc_state: the model has no continuous latent sites"),
     Case("lbp-gibbs-acs-path-length",
          lambda: _collect(
              LBPGibbs(NUTS(mixed_model), discrete_kernel=ACS(mixed_model, cycle_length=2)),
@@ -346,7 +392,7 @@ def _gibbs_run(kernel, *args, **kwargs):
 
 def test_lbp_gibbs_errors():
     model = beta_bernoulli_model
-    with pytest.raises(ValueError, match=r"must be numpyro's HMC or NUTS.*use ALBP\(model\)"):
+    with pytest.raises(ValueError, match=r"must be numpyro's HMC or NUTS.*LBPGibbs\(NUTS"):
         LBPGibbs(ALBP(model))
     with pytest.raises(ValueError, match=r"built from `potential_fn`.*NUTS\(model\)"):
         LBPGibbs(NUTS(potential_fn=lambda z: jnp.sum(z["a"] ** 2)))
@@ -356,11 +402,11 @@ def test_lbp_gibbs_errors():
         LBPGibbs(NUTS(model), discrete_kernel=NUTS(model))
     with pytest.raises(ValueError, match=r"no discrete latent sites.*\['mu'\].*NUTS\(model\)"):
         _gibbs_run(LBPGibbs(NUTS(continuous_only)), 1.0)
-    with pytest.raises(ValueError, match=r"no continuous latent sites.*\['z'\].*ALBP\(model\)"):
-        _gibbs_run(LBPGibbs(NUTS(discrete_only)))
     with pytest.raises(ValueError, match=r"`num_discrete_steps` must be >= 1.*got 0"):
         LBPGibbs(NUTS(model), num_discrete_steps=0)
     with pytest.raises(TypeError, match=r"`num_discrete_steps` must be a positive int"):
         LBPGibbs(NUTS(model), num_discrete_steps=2.5)
+    with pytest.raises(TypeError, match=r"LBPGibbs: `modified` must be a bool"):
+        LBPGibbs(NUTS(model), modified="yes")
     with pytest.raises(ValueError, match="single random key"):
         _gibbs_run(LBPGibbs(NUTS(model)), Y_MIX, num_chains=2, chain_method="vectorized")

@@ -1,24 +1,29 @@
-"""numpyro kernel for mixed discrete / continuous models: :class:`LBPGibbs`, the discrete
-sites moved by a locally balanced kernel (:class:`~numpyro_discrete.ALBP` by default) and the
-continuous ones by an inner ``HMC``/``NUTS``, one sweep of each per step, as a two-block
-instance of numpyro's composable :class:`~numpyro.infer.gibbs.Gibbs`."""
+"""numpyro kernel for models with discrete latent sites, continuous ones or not:
+:class:`LBPGibbs`, the discrete sites moved by a locally balanced kernel
+(:class:`~numpyro_discrete.ALBP` by default) and the continuous ones by an inner
+``HMC``/``NUTS``, one sweep of each per step, as a two-block instance of numpyro's composable
+:class:`~numpyro.infer.gibbs.Gibbs`; a drop-in replacement for numpyro's ``DiscreteHMCGibbs``
+and ``MixedHMC``."""
 
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import jax
-from jax import lax, random
+from jax import random
+import jax.numpy as jnp
 
-from numpyro.infer.gibbs import Gibbs, GibbsState
+from numpyro.infer.gibbs import Gibbs, GibbsState, subsample_plate_sizes
 from numpyro.infer.hmc import HMC, HMCState
+from numpyro.infer.hmc_gibbs import HMCECS
 from numpyro.infer.mcmc import MCMCKernel
 from numpyro.util import is_prng_key
 
 from numpyro_discrete.kernels.base import renamed_field
 from numpyro_discrete.kernels.lbp import ALBP
+from numpyro_discrete.kernels.repeated import RepeatedKernel
 from numpyro_discrete.model.layout import discrete_sites
-from numpyro_discrete.model.target import model_sites
-from numpyro_discrete.numpyro_internals import use_gibbs_state_class
+from numpyro_discrete.model.target import ModelSites, model_sites
+from numpyro_discrete.numpyro_internals import SAMPLE_FN_ATTRIBUTE, use_gibbs_state_class
 
 __all__ = ["LBPGibbs", "LBPGibbsState"]
 
@@ -26,7 +31,8 @@ __all__ = ["LBPGibbs", "LBPGibbsState"]
 class LBPGibbsState(GibbsState):
     """
     State of :class:`LBPGibbs`: numpyro's :class:`~numpyro.infer.gibbs.GibbsState` with two
-    blocks, the discrete kernel's state first and the inner HMC/NUTS state second.
+    blocks, the discrete kernel's state first and the inner HMC/NUTS state second; one block,
+    the discrete kernel's state, for a model without continuous latent sites.
 
     - **z** - dict of the current values of all latent sites: discrete sites as the model
       draws them (integers), continuous sites in the inner kernel's unconstrained space
@@ -40,14 +46,16 @@ class LBPGibbsState(GibbsState):
       so ``"discrete_state.<field>"`` reaches any of its fields.
     - **hmc_state** - the inner kernel's :data:`~numpyro.infer.hmc.HMCState`, so
       ``"hmc_state.<field>"`` reaches any of its fields, e.g. ``"hmc_state.accept_prob"``,
-      ``"hmc_state.num_steps"``, ``"hmc_state.adapt_state.step_size"``.
+      ``"hmc_state.num_steps"``, ``"hmc_state.adapt_state.step_size"``; a ``ValueError``
+      for a model without continuous sites (no inner kernel runs).
     - **accept_prob**, **mean_accept_prob**, **path_length**, **num_changed** - shortcuts to
       the fields of the same names of the *discrete* state (the names of the standalone
       kernels); a shortcut the discrete kernel's state lacks (``path_length`` of
       :class:`~numpyro_discrete.ACS`) raises a ``ValueError`` naming the fields it has.
       ``num_flips`` is a deprecated alias of ``path_length``.
     - **diverging** - shortcut to ``hmc_state.diverging`` (collected by default, as for
-      ``NUTS``, so that :meth:`~numpyro.infer.MCMC.print_summary` counts divergences).
+      ``NUTS``, so that :meth:`~numpyro.infer.MCMC.print_summary` counts divergences);
+      ``False`` without continuous sites (no HMC trajectory, no divergence).
     """
 
     __slots__ = ()
@@ -58,6 +66,14 @@ class LBPGibbsState(GibbsState):
 
     @property
     def hmc_state(self) -> HMCState:
+        if len(self.block_states) == 1:
+            # not an AttributeError (see `_discrete_field`)
+            raise ValueError(
+                "LBPGibbsState.hmc_state: the model has no continuous latent sites, so "
+                "LBPGibbs runs its discrete kernel alone and no inner-kernel state exists; "
+                "collect the discrete kernel's fields instead, e.g. 'accept_prob' or "
+                "'discrete_state.<field>'."
+            )
         return self.block_states[1]
 
     def _discrete_field(self, name: str) -> jax.Array:
@@ -95,80 +111,22 @@ class LBPGibbsState(GibbsState):
 
     @property
     def diverging(self) -> jax.Array:
+        if len(self.block_states) == 1:
+            return jnp.zeros(jnp.shape(self.rng_key), bool)
         return self.hmc_state.diverging
-
-
-class _RepeatedKernel(MCMCKernel):
-    """`kernel` applied `num_steps` times per :meth:`sample`, as one block of a Gibbs sweep.
-
-    Its state is the wrapped kernel's state after the last move. The wrapped kernel is
-    initialised with ``num_steps * num_warmup`` warmup steps, so that its own adaptation
-    (ALBP's ``R``) runs over the whole warmup of the sweep and is frozen after it.
-    """
-
-    def __init__(self, kernel: MCMCKernel, num_steps: int) -> None:
-        self.kernel = kernel
-        self.num_steps = num_steps
-
-    @property
-    def model(self) -> Callable | None:
-        return self.kernel.model
-
-    @property
-    def sample_field(self) -> str:
-        return self.kernel.sample_field
-
-    @property
-    def default_fields(self) -> tuple[str, ...]:
-        return self.kernel.default_fields
-
-    def init(
-        self,
-        rng_key: jax.Array,
-        num_warmup: int,
-        init_params: Any,
-        model_args: tuple,
-        model_kwargs: Mapping[str, Any] | None,
-    ) -> Any:
-        return self.kernel.init(
-            rng_key, self.num_steps * num_warmup, init_params, model_args, model_kwargs
-        )
-
-    def sample(self, state: Any, model_args: tuple, model_kwargs: Mapping[str, Any] | None) -> Any:
-        return lax.fori_loop(
-            0,
-            self.num_steps,
-            lambda _, s: self.kernel.sample(s, model_args, model_kwargs),
-            state,
-        )
-
-    def refresh(self, state: Any, model_args: tuple, model_kwargs: Mapping[str, Any] | None) -> Any:
-        return self.kernel.refresh(state, model_args, model_kwargs)
-
-    def wrap_model(self, wrapper: Callable[[Callable], Callable]) -> "_RepeatedKernel":
-        return _RepeatedKernel(self.kernel.wrap_model(wrapper), self.num_steps)
-
-    def get_constrain_fn(self, model_args: tuple, model_kwargs: Mapping[str, Any] | None) -> Any:
-        return self.kernel.get_constrain_fn(model_args, model_kwargs)
-
-    def postprocess_fn(self, model_args: tuple, model_kwargs: Mapping[str, Any] | None) -> Any:
-        return self.kernel.postprocess_fn(model_args, model_kwargs)
-
-    def get_diagnostics_str(self, state: Any) -> str:
-        return self.kernel.get_diagnostics_str(state)
 
 
 class LBPGibbs(Gibbs):
     """
-    Locally balanced proposals within Gibbs, for models with both discrete and continuous
-    latent sites. Each step runs one step of a discrete kernel (by default :class:`ALBP`, the
-    locally balanced path proposal whose length ``R`` is adapted during warmup [1, 2]) on the
-    discrete sites given the continuous ones, then one step of the inner ``HMC``/``NUTS`` on
-    the continuous sites given the discrete ones. Each block's cached potential and gradient
-    (or local log-ratios) are recomputed when the other block has moved, so both are exact
-    Metropolis-Hastings (or HMC) moves on their conditional and the sweep leaves the joint
-    posterior invariant. Warmup adapts both: ``R`` of the discrete kernel, the step size and
-    mass matrix of the inner kernel (each on its own conditional).
+    Locally balanced proposals within Gibbs, for models with discrete latent sites, with or
+    without continuous ones. Each step runs one step of a discrete kernel (by default
+    :class:`ALBP`, the locally balanced path proposal whose length ``R`` is adapted during
+    warmup [1, 2]) on the discrete sites given the continuous ones, then one step of the
+    inner ``HMC``/``NUTS`` [3] on the continuous sites given the discrete ones. Each block's
+    cached potential and gradient (or local log-ratios) are recomputed when the other block
+    has moved, so both are exact Metropolis-Hastings (or HMC) moves on their conditional and
+    the sweep leaves the joint posterior invariant. Warmup adapts both: ``R`` of the discrete
+    kernel, the step size and mass matrix of the inner kernel (each on its own conditional).
 
     It is the two-block composite
     ``Gibbs([(discrete_kernel, discrete_sites), (inner_kernel, None)])`` of numpyro's
@@ -179,10 +137,21 @@ class LBPGibbs(Gibbs):
     :class:`LBPGibbsState`). The progress bar shows both kernels' diagnostics. Sites marked
     ``infer={"enumerate": "parallel"}`` are summed out by both blocks.
 
-    .. note:: ``chain_method="vectorized"`` is not supported (numpyro's ``Gibbs`` takes one
-        random key); use ``"parallel"`` or ``"sequential"``. Leave the inner kernel's
-        ``find_heuristic_step_size=False`` (its default): the heuristic would tune the step
-        size to the initial discrete values only.
+    It accepts the models and the arguments of numpyro's ``DiscreteHMCGibbs(inner_kernel,
+    random_walk=False, modified=False)`` and ``MixedHMC(inner_kernel,
+    num_discrete_updates=None, random_walk=False, modified=False)``, so that either can be
+    replaced by ``LBPGibbs(inner_kernel)`` in the same script; an argument that asks for
+    something LBPGibbs does not do raises a ``ValueError`` that says what to use instead.
+    A model whose latent sites are all discrete runs the discrete kernel alone: the inner
+    kernel is neither initialised nor run (numpyro's kernels run it on no sites), the state
+    has one block and ``diverging`` is always ``False``.
+
+    .. note:: ``chain_method="vectorized"`` is supported for a model without continuous
+        sites only (numpyro's ``Gibbs`` takes one random key); otherwise use ``"parallel"``
+        or ``"sequential"``. Leave the inner kernel's ``find_heuristic_step_size=False``
+        (its default): the heuristic would tune the step size to the initial discrete
+        values only. Data subsampling (``numpyro.plate(..., subsample_size=...)``, numpyro's
+        ``HMCECS``) is not supported: the moves need the full likelihood.
 
     **References:**
 
@@ -192,6 +161,7 @@ class LBPGibbs(Gibbs):
        Arun Ramamurthy (2021)
     3. *The No-U-Turn Sampler: Adaptively Setting Path Lengths in Hamiltonian Monte Carlo*,
        Matthew D. Hoffman, Andrew Gelman (2014)
+    4. *Peskun's theorem and a modified discrete-state Gibbs sampler*, Jun S. Liu (1996)
 
     :param inner_kernel: a :class:`~numpyro.infer.hmc.HMC` or :class:`~numpyro.infer.hmc.NUTS`
         built from the model; it samples every latent site that is not discrete.
@@ -206,6 +176,16 @@ class LBPGibbs(Gibbs):
         of the continuous ones, which is what limits the mixing of models whose discrete
         and continuous sites are strongly coupled (e.g. the factorial HMM). The fields of
         the discrete state are those of the last move; its adaptation counts every move.
+    :param bool random_walk: numpyro's choice of uniform proposals over a site's values
+        (``True``) instead of draws informed by its conditional. Only ``False`` is accepted:
+        LBPGibbs's discrete moves are informed proposals.
+    :param bool modified: numpyro's choice of the "modified" (Metropolised) Gibbs proposal,
+        which never proposes a site's current value [4]. The moves of :class:`ALBP` and
+        :class:`LBP` never do either, whatever its value, so both values are accepted and
+        change nothing; with a `discrete_kernel` given, only ``False`` is accepted.
+    :param num_discrete_updates: ``MixedHMC``'s number of one-site updates inside each HMC
+        trajectory. Only ``None`` is accepted: LBPGibbs alternates whole moves; use
+        `num_discrete_steps` for more discrete moves per step.
 
     **Example**
 
@@ -237,7 +217,11 @@ class LBPGibbs(Gibbs):
         *,
         discrete_kernel: MCMCKernel | None = None,
         num_discrete_steps: int = 1,
+        random_walk: bool = False,
+        modified: bool = False,
+        num_discrete_updates: int | None = None,
     ) -> None:
+        _check_numpyro_arguments(discrete_kernel, random_walk, modified, num_discrete_updates)
         if isinstance(num_discrete_steps, bool) or not isinstance(num_discrete_steps, int):
             raise TypeError(
                 f"LBPGibbs: `num_discrete_steps` must be a positive int, got "
@@ -248,11 +232,19 @@ class LBPGibbs(Gibbs):
                 f"LBPGibbs: `num_discrete_steps` must be >= 1 (moves of the discrete sites "
                 f"per step), got {num_discrete_steps}."
             )
+        if isinstance(inner_kernel, HMCECS):
+            raise ValueError(
+                "LBPGibbs: `inner_kernel` is HMCECS, whose subsampled likelihood LBPGibbs "
+                "does not support (its moves need the full likelihood). Use "
+                "LBPGibbs(NUTS(model)) with the full data (no `subsample_size` in the "
+                "model's plates), or sum out the discrete sites with "
+                "`infer={'enumerate': 'parallel'}` and use HMCECS alone."
+            )
         if not isinstance(inner_kernel, HMC):
             raise ValueError(
                 f"LBPGibbs: `inner_kernel` must be numpyro's HMC or NUTS (it samples the "
-                f"continuous sites), got {type(inner_kernel).__name__}. For a model with "
-                "discrete sites only, use ALBP(model) instead of LBPGibbs."
+                f"continuous sites), got {type(inner_kernel).__name__}; build it as "
+                "LBPGibbs(NUTS(model))."
             )
         model = inner_kernel.model
         if model is None:
@@ -277,30 +269,43 @@ class LBPGibbs(Gibbs):
                 )
         self.num_discrete_steps = num_discrete_steps
         if num_discrete_steps > 1:
-            discrete_kernel = _RepeatedKernel(discrete_kernel, num_discrete_steps)
+            discrete_kernel = RepeatedKernel(discrete_kernel, num_discrete_steps)
         super().__init__([(discrete_kernel, discrete_sites), (inner_kernel, None)])
-        (self.discrete_kernel, _), (self.inner_kernel, _) = self.blocks
+        # set at `init`: True when the model has no continuous latent sites
+        self._discrete_only = False
+
+    @property
+    def discrete_kernel(self) -> MCMCKernel:
+        """The kernel of the discrete block (on the conditioned model)."""
+        return self.blocks[0][0]
+
+    @property
+    def inner_kernel(self) -> HMC:
+        """The HMC/NUTS block (on the conditioned model)."""
+        return self.blocks[1][0]
 
     @property
     def default_fields(self) -> tuple[str, ...]:
         return ("z", "diverging")
 
-    def _check_model(self, rng_key: jax.Array, model_args: tuple, model_kwargs: dict) -> None:
+    def _check_model(self, rng_key: jax.Array, model_args: tuple, model_kwargs: dict) -> ModelSites:
         """Errors that name the sites and the fix, before numpyro's generic ones."""
         sites = model_sites(self.model, rng_key, model_args, model_kwargs)
-        discrete, continuous = sites.discrete, list(sites.continuous)
-        if not discrete:
+        if not sites.discrete:
             raise ValueError(
                 f"LBPGibbs found no discrete latent sites to sample (continuous latent sites: "
-                f"{continuous}; sites marked `infer={{'enumerate': 'parallel'}}` are summed "
-                "out, not sampled). Use NUTS(model) alone for this model."
+                f"{list(sites.continuous)}; sites marked `infer={{'enumerate': 'parallel'}}` "
+                "are summed out, not sampled). Use NUTS(model) alone for this model."
             )
-        if not continuous:
+        subsampled = subsample_plate_sizes(sites.trace)
+        if subsampled:
             raise ValueError(
-                f"LBPGibbs found no continuous latent sites for its inner "
-                f"{type(self.inner_kernel).__name__} (discrete latent sites: "
-                f"{list(discrete)}). Use ALBP(model) alone for this model."
+                f"LBPGibbs: the model subsamples its data (plates {sorted(subsampled)} have a "
+                "`subsample_size`), and LBPGibbs's moves need the full likelihood. Remove "
+                "`subsample_size` from these plates, or sum out the discrete sites with "
+                "`infer={'enumerate': 'parallel'}` and use numpyro's HMCECS(NUTS(model))."
             )
+        return sites
 
     def init(
         self,
@@ -310,16 +315,95 @@ class LBPGibbs(Gibbs):
         model_args: tuple,
         model_kwargs: Mapping[str, Any] | None,
     ) -> LBPGibbsState:
-        """Check the model (discrete and continuous sites present), then numpyro's
+        """Check the model (discrete sites present, no subsampling), then numpyro's
         :meth:`Gibbs.init <numpyro.infer.gibbs.Gibbs.init>`: the discrete kernel is
         initialised on the model conditioned on the continuous sites and vice versa.
         ``init_params`` takes constrained values for discrete sites and unconstrained ones for
-        continuous sites, as numpyro's ``Gibbs`` does."""
+        continuous sites, as numpyro's ``Gibbs`` does. Without continuous sites, the discrete
+        kernel alone is initialised."""
         kwargs = {} if model_kwargs is None else dict(model_kwargs)
-        # several keys (chain_method="vectorized") are refused by Gibbs.init, with its message
-        if is_prng_key(rng_key):
-            self._check_model(random.fold_in(rng_key, 2), model_args, kwargs)
-        return super().init(rng_key, num_warmup, init_params, model_args, kwargs)
+        key_check = rng_key if is_prng_key(rng_key) else rng_key[0]
+        sites = self._check_model(random.fold_in(key_check, 2), model_args, kwargs)
+        self._discrete_only = not sites.continuous
+        if not self._discrete_only:
+            # several keys (chain_method="vectorized") are refused by Gibbs.init
+            return super().init(rng_key, num_warmup, init_params, model_args, kwargs)
+        state = self.discrete_kernel.init(rng_key, num_warmup, init_params, model_args, kwargs)
+        setattr(self, SAMPLE_FN_ATTRIBUTE, self._sample_discrete)
+        return self._state_cls(state.z, (state,), state.rng_key)
+
+    def _sample_discrete(
+        self, state: LBPGibbsState, model_args: tuple, model_kwargs: Mapping[str, Any] | None
+    ) -> LBPGibbsState:
+        # the state's key drives the move, so that a new key set on it (a run resumed from
+        # `post_warmup_state`) is the one used
+        block = state.block_states[0]._replace(rng_key=state.rng_key)
+        block = self.discrete_kernel.sample(block, model_args, model_kwargs)
+        return state._replace(z=block.z, block_states=(block,), rng_key=block.rng_key)
+
+    def sample(
+        self, state: LBPGibbsState, model_args: tuple, model_kwargs: Mapping[str, Any] | None
+    ) -> LBPGibbsState:
+        """One sweep: the discrete move, then the inner kernel's (the discrete move alone
+        without continuous sites)."""
+        if self._discrete_only:
+            return self._sample_discrete(state, model_args, model_kwargs)
+        return super().sample(state, model_args, model_kwargs)
+
+    def refresh(
+        self, state: LBPGibbsState, model_args: tuple, model_kwargs: Mapping[str, Any] | None
+    ) -> LBPGibbsState:
+        """Identity (:meth:`sample` refreshes each block), but the discrete kernel's
+        refresh when it runs alone (LBPGibbs as a block of a larger ``Gibbs``)."""
+        if not self._discrete_only:
+            return super().refresh(state, model_args, model_kwargs)
+        block = self.discrete_kernel.refresh(state.block_states[0], model_args, model_kwargs)
+        return state._replace(block_states=(block,))
+
+    def get_constrain_fn(
+        self, model_args: tuple, model_kwargs: Mapping[str, Any] | None
+    ) -> Callable:
+        if self._discrete_only:
+            return self.discrete_kernel.get_constrain_fn(model_args, model_kwargs)
+        return super().get_constrain_fn(model_args, model_kwargs)
+
+    def postprocess_fn(self, model_args: tuple, model_kwargs: Mapping[str, Any] | None) -> Callable:
+        if self._discrete_only:
+            return self.discrete_kernel.postprocess_fn(model_args, model_kwargs)
+        return super().postprocess_fn(model_args, model_kwargs)
+
+
+def _check_numpyro_arguments(
+    discrete_kernel: MCMCKernel | None,
+    random_walk: bool,
+    modified: bool,
+    num_discrete_updates: int | None,
+) -> None:
+    """The arguments of numpyro's DiscreteHMCGibbs and MixedHMC: accepted where they mean
+    what LBPGibbs does, refused with the alternative otherwise."""
+    for name, value in (("random_walk", random_walk), ("modified", modified)):
+        if not isinstance(value, bool):
+            raise TypeError(f"LBPGibbs: `{name}` must be a bool, got {value!r}.")
+    if random_walk:
+        raise ValueError(
+            "LBPGibbs: `random_walk=True` (DiscreteHMCGibbs's uniform proposals over a "
+            "site's values) is not available: LBPGibbs's discrete moves are informed, "
+            "locally balanced proposals. Drop `random_walk`, or keep numpyro's "
+            "DiscreteHMCGibbs for uniform proposals."
+        )
+    if modified and discrete_kernel is not None:
+        raise ValueError(
+            f"LBPGibbs: `modified=True` describes the default discrete kernel (ALBP, which "
+            f"never proposes a site's current value); with `discrete_kernel` given "
+            f"({type(discrete_kernel).__name__}), drop `modified`."
+        )
+    if num_discrete_updates is not None:
+        raise ValueError(
+            f"LBPGibbs: `num_discrete_updates={num_discrete_updates!r}` (MixedHMC's one-site "
+            "updates inside each HMC trajectory) has no LBPGibbs equivalent: each step "
+            "moves the discrete sites, several at once, then runs the inner kernel. Drop "
+            "it, or give `num_discrete_steps=k` for k discrete moves per step."
+        )
 
 
 use_gibbs_state_class(LBPGibbs, LBPGibbsState)
