@@ -9,11 +9,13 @@ import numpy as np
 from scipy import stats
 
 import jax
+from jax import random
 import jax.numpy as jnp
 
 import numpyro
 from numpyro.diagnostics import effective_sample_size
 import numpyro.distributions as dist
+from numpyro.infer import MCMC
 
 from numpyro_discrete.core.neighbourhood import CoordinateSupports, SupportKind
 
@@ -424,3 +426,17 @@ def fhmm_model(y, num_chains, w_loc=0.0, w_scale=1.0):
     x = numpyro.sample("x", dist.Bernoulli(0.5).expand([num_steps, num_chains]))
     numpyro.factor("x_markov", fhmm_markov_log_prior(x) + num_steps * num_chains * np.log(2.0))
     numpyro.sample("y", dist.Normal(x @ w + b, sigma), obs=y)
+
+
+def run_vectorized(kernel, *args, num_samples=5000, num_chains=4, seed=0, init_params=None):
+    """``MCMC`` with 1000 warmup steps and `num_chains` vectorized chains, run on `args`."""
+    mcmc = MCMC(
+        kernel,
+        num_warmup=1000,
+        num_samples=num_samples,
+        num_chains=num_chains,
+        chain_method="vectorized",
+        progress_bar=False,
+    )
+    mcmc.run(random.key(seed), *args, init_params=init_params)
+    return mcmc

@@ -18,6 +18,8 @@ from numpyro.infer import MCMC, NUTS
 from numpyro_discrete import ACS, ALBP, DMALA, LBPGibbs
 from numpyro_discrete.core.neighbourhood import ladder_offsets
 
+from helpers import run_vectorized
+
 
 def test_ladder_offsets_are_distinct_rungs_from_one_to_twice_the_scale():
     table = ladder_offsets(np.array([1.0, 2.4, 100.0, 25.0]), np.array([100, 28, np.inf, 20]))
@@ -29,17 +31,8 @@ def test_ladder_offsets_are_distinct_rungs_from_one_to_twice_the_scale():
     ]
 
 
-def _run(kernel, num_samples, init_params=None, num_chains=2, seed=0):
-    mcmc = MCMC(
-        kernel,
-        num_warmup=1000,
-        num_samples=num_samples,
-        num_chains=num_chains,
-        chain_method="vectorized",
-        progress_bar=False,
-    )
-    mcmc.run(jax.random.key(seed), init_params=init_params)
-    return mcmc
+def _run(kernel, num_samples, init_params=None):
+    return run_vectorized(kernel, num_samples=num_samples, num_chains=2, init_params=init_params)
 
 
 def _poisson(rate):

@@ -10,7 +10,6 @@ import jax.numpy as jnp
 import numpyro
 from numpyro.diagnostics import effective_sample_size
 import numpyro.distributions as dist
-from numpyro.infer import MCMC
 
 from numpyro_discrete import ALBP, LBP
 
@@ -20,21 +19,8 @@ from helpers import (
     assert_within_mcse,
     enumerate_model,
     flat_draws,
+    run_vectorized,
 )
-
-
-def _run(kernel, *args, num_samples=5000, num_chains=4, seed=0):
-    mcmc = MCMC(
-        kernel,
-        num_warmup=1000,
-        num_samples=num_samples,
-        num_chains=num_chains,
-        chain_method="vectorized",
-        progress_bar=False,
-    )
-    mcmc.run(random.key(seed), *args)
-    return mcmc
-
 
 # --- a Potts model: three colours on a 2 x 3 grid, colours used as indices ---------------
 
@@ -57,7 +43,7 @@ def test_potts_against_enumeration(make_kernel):
     interaction = jnp.asarray(np.eye(3) * 1.2 + rng.normal(0.0, 0.3, (3, 3)))
     states, pi = enumerate_model(potts_model, (field, interaction), {"c": ((6,), range(3))})
     kernel = make_kernel()
-    mcmc = _run(kernel, field, interaction)
+    mcmc = run_vectorized(kernel, field, interaction)
     assert kernel.weights_mode == {"c": "exact"}  # colours are unordered indices
     assert_tv(flat_draws(mcmc.get_samples(), ["c"]), states, pi)
 
@@ -83,7 +69,7 @@ def test_poisson_latent_against_enumeration(make_kernel):
     y = jnp.array(9.0)
     states, pi = enumerate_model(poisson_model, (y,), {"n": ((2,), range(41))})
     kernel = make_kernel()
-    mcmc = _run(kernel, y, num_samples=10000)
+    mcmc = run_vectorized(kernel, y, num_samples=10000)
     assert kernel.weights_mode == {"n": "gradient"}
     samples = np.asarray(mcmc.get_samples(group_by_chain=True)["n"], float)
     # posterior means and second moments within 4 ESS-based standard errors
@@ -114,7 +100,7 @@ def test_mixture_assignments_against_enumeration():
     log_p = jnp.log(MIX_WEIGHTS) + dist.Normal(MIX_LOCS, MIX_SCALE).log_prob(y[:, None])
     exact = np.array(jnp.exp(log_p - jnp.max(log_p, 1, keepdims=True)))
     exact /= exact.sum(1, keepdims=True)
-    mcmc = _run(ALBP(mixture_model), y)
+    mcmc = run_vectorized(ALBP(mixture_model), y)
     z = np.asarray(mcmc.get_samples(group_by_chain=True)["z"])
     for k in range(3):
         indicator = (z == k).astype(float)
@@ -145,7 +131,7 @@ def test_mixed_sites_keep_dtypes_and_match_enumeration():
     }
     states, pi = enumerate_model(mixed_sites_model, (), sites)
     kernel = ALBP(mixed_sites_model)
-    mcmc = _run(kernel, num_samples=6000)
+    mcmc = run_vectorized(kernel, num_samples=6000)
     assert kernel.weights_mode == {"b": "gradient", "c": "exact", "k": "gradient", "u": "gradient"}
     samples = mcmc.get_samples()
     prior = numpyro.handlers.trace(numpyro.handlers.seed(mixed_sites_model, 0)).get_trace()
@@ -179,7 +165,7 @@ def test_enumerated_site_is_marginalised():
     # ALBP adapts R to about 2.9 of the 3 coordinates: nearly every step flips all three, a
     # nearly periodic chain whose autocorrelation-based MCSE is unreliable, so the standard
     # error comes from the spread of the means of 64 independent chains
-    mcmc = _run(kernel, y, num_samples=1000, num_chains=64)
+    mcmc = run_vectorized(kernel, y, num_samples=1000, num_chains=64)
     samples = mcmc.get_samples(group_by_chain=True)
     assert set(samples) == {"x"}
     chain_means = np.asarray(samples["x"], float).mean(1)
@@ -230,7 +216,7 @@ def test_integer_families_against_enumeration(families):
     here they are slow only because their samplers compile slowly.)"""
     y = jnp.linspace(-1.0, 2.0, len(families))
     kernel = ALBP(_family_model, ordinal_window=2)
-    mcmc = _run(kernel, y, families, num_samples=4000)
+    mcmc = run_vectorized(kernel, y, families, num_samples=4000)
     assert set(kernel.weights_mode) == set(families)
     for i, family in enumerate(families):
         prior, values = FAMILIES[family]

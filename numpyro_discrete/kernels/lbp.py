@@ -404,7 +404,7 @@ class ALBP(_PathKernel):
             self._max_path_length,
             relative_gain=RELATIVE_GAIN,
         )
-        if not self._vectorized:
+        if self._num_warmup and not self._vectorized:
             # one check per chain at the end of warmup; under `vmap` the callback would run
             # at every step, so vectorized chains skip it
             lax.cond(
