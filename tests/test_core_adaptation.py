@@ -97,8 +97,7 @@ def test_albp_step_rounds_then_runs_one_path_step():
 
 def test_tuning_round_bookkeeping():
     """Driving the pure tuning functions with given acceptance rates: a round of
-    EstimateAlpha(MIN) tests LinSpace(bound * (1 - zeta |rho* - rho|), bound * (1 + zeta
-    |rho* - rho|), 5) (both sides of the bound), averages
+    EstimateAlpha(MIN) tests LinSpace(bound, bound * (1 + zeta |rho* - rho|), 5), averages
     the repeats of each value, moves the bound to the value closest to the target (ties to
     the larger step size), and moves the chain to that value's last proposal."""
     plan = tuning_plan.TuningPlan(0, 0, 1, 1, 5, 2, 2, 1, 4)
@@ -127,8 +126,8 @@ def test_tuning_round_bookkeeping():
         )
         if step < 9:
             assert int(chain.position[0]) == -1  # proposals all start from the round's state
-    # rho_cur = 0 at the start: LinSpace(0.05 * 0.75, 0.05 * 1.25, 5), each value twice
-    np.testing.assert_allclose(alphas[::2], np.linspace(0.0375, 0.0625, 5), rtol=1e-6)
+    # rho_cur = 0 at the start: LinSpace(0.05, 0.05 * 1.25, 5), each value twice
+    np.testing.assert_allclose(alphas[::2], np.linspace(0.05, 0.0625, 5), rtol=1e-6)
     np.testing.assert_allclose(alphas[1::2], alphas[::2])
     # values 2 and 4 tie at |0.625 - 0.5|: the larger step size wins
     assert float(tuning.step_size_min) == pytest.approx(0.0625)

@@ -127,14 +127,17 @@ def _tuning_parameters(
 
     - InitBurnin (Alg. 3): ``(alpha_ceil, beta_max)`` without M-H, then the naive cosine
       schedules from ``(alpha_ceil, beta_max)`` to ``(alpha_floor, beta_min)`` with M-H.
-    - EstimateAlpha (Alg. 4, lines 4-8): the ``p``-th value of a round is entry ``p`` of
+    - EstimateAlpha(MIN) (Alg. 4, lines 7-8): the ``p``-th value of a round is entry ``p``
+      of ``LinSpace(alpha_bound, alpha_bound * (1 + zeta |rho* - rho_cur|), t)``, with
+      ``beta_min``; EstimateAlpha(MAX) (lines 4-5) tests
       ``LinSpace(alpha_bound * (1 - zeta |rho* - rho_cur|), alpha_bound * (1 + zeta |rho* -
-      rho_cur|), t)``, with ``beta_min`` for MIN and ``beta_max`` for MAX. The paper's
-      rounds only move away from their starting end (MAX only shrinks from ``alpha_ceil``,
-      MIN only grows from ``alpha_floor``), so a target whose acceptance at ``alpha_ceil``
-      is still above ``rho*`` (a step size in the wrong units, or modes far apart) keeps a
-      step size too small; testing both sides of the bound lets either search go where the
-      acceptance is ``rho*``.
+      rho_cur|), t)`` with ``beta_max``. The paper's MAX rounds only shrink from
+      ``alpha_ceil``, so a target whose acceptance there is still above ``rho*`` (a step
+      size in the wrong units, or modes far apart) keeps too small a largest step; testing
+      both sides of the bound lets it grow. MIN keeps the paper's upward search: on both
+      sides, its choices among nearly equal acceptance rates wander, and ``alpha_min``
+      ended where a fixed DMALA kernel accepts 0.66-0.76 instead of 0.5 (measured, 40
+      binary coordinates).
     - EstimateBalSched (Alg. 5, lines 3-4): position ``k`` of the cycle tests
       ``LinSpace(beta_min, beta_{k-1}, t)`` at ``alpha_k`` of the tuned step-size schedule.
     """
@@ -150,7 +153,7 @@ def _tuning_parameters(
     t = plan.alpha_proposals
     shrink = config.zeta * jnp.abs(config.target_accept_prob - tuning.rho)
     low = tuning.step_size_min
-    alpha_min = _linspace_point(low * (1.0 - shrink), low * (1.0 + shrink), where.candidate, t)
+    alpha_min = _linspace_point(low, low * (1.0 + shrink), where.candidate, t)
     high = tuning.step_size_max
     alpha_max = _linspace_point(high * (1.0 - shrink), high * (1.0 + shrink), where.candidate, t)
     # Alg. 5: t values of beta at position k of the tuned step-size schedule

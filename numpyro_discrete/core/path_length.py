@@ -14,18 +14,8 @@ constant gain, so ``R_t`` keeps fluctuating around the value whose acceptance is
 the second half of warmup (Polyak-Ruppert averaging, as dual averaging does for HMC's step
 size); the recursion itself is Alg. 2's.
 
-For warmups that start far from stationarity, as inside a Gibbs sweep whose continuous
-block is still travelling, a *relative gain* makes each step at least ``relative_gain * R_t``
-times Alg. 2's, so that a path length grown large while the target was flat (early in
-warmup) shrinks in a number of steps logarithmic in ``R`` rather than linear. The state also
-averages the acceptance rate over the second half of warmup, which tells whether even
-``R = 1`` accepts far below the target.
-
-A frozen path length above 1 is never an integer: an integer ``R`` would make every step move
-exactly ``R`` coordinates, and on binary sites (or ordinal ones moved by +-1) an even ``R``
-never changes the parity of ``sum(x)``, leaving the chain in half of the space. That happens
-when ``R_t`` sits at its bound ``R_max`` through the second half of warmup; the frozen value
-is then moved down by 1/2, so the rounding draws two consecutive path lengths.
+The state also averages the acceptance rate over the second half of warmup, which tells
+whether even ``R = 1`` accepts far below the target.
 """
 
 from collections.abc import Callable
@@ -82,14 +72,9 @@ def robbins_monro_step(
     accept_prob: jax.Array,
     target_accept_prob: jax.Array | float,
     max_path_length: jax.Array | int,
-    relative_gain: float = 0.0,
 ) -> jax.Array:
-    """Alg. 2, line 17: ``R_{t+1} = clip(R_t + (a_t - target), 1, R_max)``; with a
-    `relative_gain` ``g > 0`` the step ``a_t - target`` is multiplied by
-    ``max(1, g R_t)`` (Alg. 2's recursion while ``R_t <= 1 / g``)."""
-    gain = jnp.maximum(1.0, relative_gain * path_length)
-    step = gain * (accept_prob - target_accept_prob)
-    return jnp.clip(path_length + step, 1.0, max_path_length)
+    """Alg. 2, line 17: ``R_{t+1} = clip(R_t + (a_t - target), 1, R_max)``."""
+    return jnp.clip(path_length + (accept_prob - target_accept_prob), 1.0, max_path_length)
 
 
 def init(path_length: jax.Array | float) -> PathLengthState:
@@ -105,7 +90,6 @@ def update(
     num_warmup: jax.Array | int,
     target_accept_prob: jax.Array | float,
     max_path_length: jax.Array | int,
-    relative_gain: float = 0.0,
 ) -> PathLengthState:
     """
     Warmup step ``i < num_warmup`` of the adaptation, after a step that accepted with
@@ -115,7 +99,7 @@ def update(
     ``i < num_warmup``.
     """
     new_path_length = robbins_monro_step(
-        state.path_length, accept_prob, target_accept_prob, max_path_length, relative_gain
+        state.path_length, accept_prob, target_accept_prob, max_path_length
     )
     start = num_warmup // 2
     count = jnp.maximum(i - start + 1, 1)

@@ -187,7 +187,7 @@ class ACS(_CoordinatewiseKernel):
         ``0 < beta_min <= beta_max <= 1`` (the paper's range is ``[0.5, 1)``).
     :param float alpha_ceil: where the search for ``alpha_max`` starts (in the units of the
         supports; it grows or shrinks from there towards the target acceptance).
-    :param float alpha_floor: where the search for ``alpha_min`` starts (likewise).
+    :param float alpha_floor: where the search for ``alpha_min`` starts (it only grows).
     :param float zeta: learning rate of the step-size search, in (0, 1).
     :param float tune_fraction: fraction of the warmup steps spent tuning, in (0, 1].
     :param float alpha_max: fix the largest step size instead of tuning it.

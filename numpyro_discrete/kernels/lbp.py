@@ -119,9 +119,8 @@ class _PathKernel(DiscreteKernel):
         return LBPState(**self._step_fields(state, new, info, key_next), **adapted._asdict())
 
 
-# ALBP's adaptation (see `core.path_length`): steps of at least a tenth of R_t; a warning
-# when R ends near 1 and the acceptance rate is below the target by more than the margin
-RELATIVE_GAIN = 0.1
+# ALBP warns when R ends near 1 and the acceptance rate is below the target by more than
+# this margin
 LOW_ACCEPTANCE_MARGIN = 0.15
 
 
@@ -275,12 +274,10 @@ class ALBP(_PathKernel):
     Adaptive locally balanced proposal [1]: :class:`LBP` whose path length is tuned during
     warmup so that the acceptance rate reaches `target_accept_prob` (0.574 is optimal for
     locally balanced proposals: the optimal ``R`` then grows like ``N^(2/3)``). The
-    real-valued path length ``R_t`` follows ``R_{t+1} = clip(R_t + (a_t - target) *
-    max(1, R_t / 10), 1, R_max)`` during warmup (Alg. 2's recursion up to ``R_t = 10``;
-    above, steps proportional to ``R_t`` undo in a few dozen steps a path length grown while
-    the target was flat early in warmup, as inside :class:`LBPGibbs` before the continuous
-    sites settle) and is frozen after it, at its average over the second half of warmup
-    (the last iterate alone is noisy); every step uses the path length
+    real-valued path length ``R_t`` follows ``R_{t+1} = clip(R_t + a_t - target, 1, R_max)``
+    during warmup (Alg. 2) and is frozen after it, at its average over the second half of
+    warmup (the recursion's gain is constant, so the last iterate alone is
+    noisy); every step uses the path length
     ``floor(R_t) + Bernoulli(R_t - floor(R_t))``, so that each post-warmup step is an exact
     mixture of LBP-R kernels. When warmup ends with ``R`` near 1 and an acceptance rate far
     below the target (a longer path cannot help: the proposal itself is poor), a
@@ -391,9 +388,7 @@ class ALBP(_PathKernel):
         return min(self._init_path_length, self._max_path_length)
 
     def _adapt(self, state: LBPState, accept_prob: jax.Array) -> path_length.PathLengthState:
-        # Alg. 2: Robbins-Monro on R_t during warmup only; frozen afterwards. The relative
-        # gain serves warmups far from stationarity (a Gibbs sweep whose continuous block
-        # still travels): see `core.path_length`
+        # Alg. 2: Robbins-Monro on R_t during warmup only; frozen afterwards
         current = _adaptation(state)
         adapted = path_length.update(
             current,
@@ -402,7 +397,6 @@ class ALBP(_PathKernel):
             self._num_warmup,
             self._target_accept_prob,
             self._max_path_length,
-            relative_gain=RELATIVE_GAIN,
         )
         if self._num_warmup and not self._vectorized:
             # one check per chain at the end of warmup; under `vmap` the callback would run
