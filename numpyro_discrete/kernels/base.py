@@ -137,7 +137,6 @@ class DiscreteKernel(MCMCKernel):
         """Forget what ``init`` resolved (a new model, or an unpickled kernel)."""
         self._target: DiscreteTarget | None = None
         self._num_warmup = 0
-        self._vectorized = False
         # the core transition, built by `_setup`
         self._transition: Callable | None = None
         setattr(self, SAMPLE_FN_ATTRIBUTE, None)
@@ -244,9 +243,7 @@ class DiscreteKernel(MCMCKernel):
         target.check_init_params(init_params)
         self._target = target
         self._setup(target)
-        # vectorized chains (one key per chain) run the step under `vmap`
-        self._vectorized = not is_prng_key(rng_key)
-        if not self._vectorized:
+        if is_prng_key(rng_key):
             state = self._init_one(rng_key, init_params, model_args, model_kwargs)
             sample_fn = self._sample_one
         else:
