@@ -276,15 +276,15 @@ class ALBP(_PathKernel):
     locally balanced proposals: the optimal ``R`` then grows like ``N^(2/3)``). The
     real-valued path length ``R_t`` follows ``R_{t+1} = clip(R_t + a_t - target, 1, R_max)``
     during warmup (Alg. 2) and is frozen after it, at its average over the second half of
-    warmup (the recursion's gain is constant, so the last iterate alone is
-    noisy); every step uses the path length
-    ``floor(R_t) + Bernoulli(R_t - floor(R_t))``, so that each post-warmup step is an exact
-    mixture of LBP-R kernels. When warmup has ended with ``R`` near 1 and an acceptance
-    rate far below the target (a longer path cannot help: the proposal itself is poor), a
-    ``RuntimeWarning`` names the sites whose weights come from the gradient and suggests
-    exact weights. The check runs on the host where numpyro's progress bar reads the state
-    (``progress_bar=True``, its default, for sequential and parallel chains); without it,
-    compare the ``extra_fields`` ``"accept_prob"`` and ``"path_length"`` with the target.
+    warmup (the recursion's gain is constant, so the last iterate alone is noisy); every
+    step uses the path length ``floor(R_t) + Bernoulli(R_t - floor(R_t))``, so that each
+    post-warmup step is an exact mixture of LBP-R kernels. When warmup has ended with ``R``
+    near 1 and an acceptance rate far below the target (a longer path cannot help: the
+    proposal itself is poor), a ``RuntimeWarning`` names the sites whose weights come from
+    the gradient and suggests exact weights. The check runs on the host where numpyro's
+    progress bar reads the state (``progress_bar=True``, its default, for sequential and
+    parallel chains); without it, compare the ``extra_fields`` ``"accept_prob"`` and
+    ``"path_length"`` with the target.
 
     **References:**
 
@@ -410,8 +410,9 @@ class ALBP(_PathKernel):
         return super().get_diagnostics_str(state)
 
     def _check_adaptation(self, mean_path_length: np.ndarray, accept_prob: np.ndarray) -> None:
-        """Warn, once per kernel, when warmup ends at ``R`` near 1 with an acceptance rate
-        far below the target: a longer path cannot help, the proposal itself is poor."""
+        """Warn, once per run (``init`` resets it), when warmup ends at ``R`` near 1 with
+        an acceptance rate far below the target: a longer path cannot help, the proposal
+        itself is poor."""
         if self._warned_low_acceptance or not (
             float(mean_path_length) < 1.5
             and float(accept_prob) < self._target_accept_prob - LOW_ACCEPTANCE_MARGIN

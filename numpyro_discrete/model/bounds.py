@@ -82,9 +82,15 @@ def _supports_at(
     return found
 
 
-def _bounds(support: constraints.Constraint) -> list[Any]:
+def _element_support(support: constraints.Constraint) -> constraints.Constraint:
+    """`support` without its `independent` wrappers: each element of a site moves alone."""
     while isinstance(support, constraints.independent):
         support = support.base_constraint
+    return support
+
+
+def _bounds(support: constraints.Constraint) -> list[Any]:
+    support = _element_support(support)
     if isinstance(support, constraints.integer_interval):
         return [support.lower_bound, support.upper_bound]
     if isinstance(support, constraints.integer_greater_than):
@@ -97,15 +103,13 @@ def _is_traced(support: constraints.Constraint) -> bool:
 
 
 def _as_numpy(support: constraints.Constraint) -> constraints.Constraint:
-    """`support` with numpy bounds (the `independent` wrappers dropped: each element of a
-    site moves alone)."""
-    while isinstance(support, constraints.independent):
-        support = support.base_constraint
+    """The element support of `support`, with numpy bounds."""
+    support = _element_support(support)
+    bounds = [np.asarray(bound) for bound in _bounds(support)]
     if isinstance(support, constraints.integer_interval):
-        lower, upper = (np.asarray(bound) for bound in _bounds(support))
-        return constraints.integer_interval(lower, upper)
+        return constraints.integer_interval(*bounds)
     if isinstance(support, constraints.integer_greater_than):
-        return constraints.integer_greater_than(np.asarray(support.lower_bound))
+        return constraints.integer_greater_than(*bounds)
     return support
 
 
