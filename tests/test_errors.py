@@ -239,9 +239,6 @@ CASES = [
          "LBP: call `init` before `sample`"),
     Case("wrap-potential-fn", lambda: LBP(potential_fn=lambda z: 0.0).wrap_model(lambda m: m),
          ValueError, "LBP built from `potential_fn` has no model to wrap"),
-    Case("lbp-gibbs-vectorized", lambda: _vectorized(LBPGibbs(NUTS(mixed_model))), ValueError,
-         'Gibbs only supports a single random key; for multiple chains use '
-         '`chain_method="parallel"`'),
     Case("lbp-gibbs-inner-kernel", lambda: LBPGibbs(ALBP(mixed_model)), ValueError,
          "LBPGibbs: `inner_kernel` must be numpyro's HMC or NUTS"),
     Case("lbp-gibbs-random-walk", lambda: LBPGibbs(NUTS(mixed_model), random_walk=True),
@@ -408,5 +405,3 @@ def test_lbp_gibbs_errors():
         LBPGibbs(NUTS(model), num_discrete_steps=2.5)
     with pytest.raises(TypeError, match=r"LBPGibbs: `modified` must be a bool"):
         LBPGibbs(NUTS(model), modified="yes")
-    with pytest.raises(ValueError, match="single random key"):
-        _gibbs_run(LBPGibbs(NUTS(model)), Y_MIX, num_chains=2, chain_method="vectorized")

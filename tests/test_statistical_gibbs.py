@@ -190,15 +190,17 @@ def _beta_bernoulli_exact(y):
     return mean, var, z_prob
 
 
-@pytest.mark.parametrize("num_discrete_steps", [1, 4])
-def test_beta_bernoulli_matches_quadrature(num_discrete_steps):
+@pytest.mark.parametrize(
+    "num_discrete_steps, chain_method", [(1, "sequential"), (4, "sequential"), (1, "vectorized")]
+)
+def test_beta_bernoulli_matches_quadrature(num_discrete_steps, chain_method):
     mean, var, z_prob = _beta_bernoulli_exact(Y_MIX)
     mcmc = MCMC(
         LBPGibbs(NUTS(beta_bernoulli_model), num_discrete_steps=num_discrete_steps),
         num_warmup=500,
         num_samples=4000,
-        num_chains=2,
-        chain_method="sequential",
+        num_chains=2 if chain_method == "sequential" else 8,
+        chain_method=chain_method,
         progress_bar=False,
     )
     mcmc.run(random.key(3), Y_MIX)

@@ -41,11 +41,12 @@ KERNELS = {
     "LBPGibbs": lambda: LBPGibbs(NUTS(jnp_bounds_mixed)),
 }
 ALL_METHODS = ["sequential", "parallel", "vectorized"]
-# a mixed LBPGibbs refuses "vectorized" (numpyro's Gibbs takes one key: test_errors.py)
 CASES = [
-    *((kernel, method) for kernel in ("ALBP", "LBPGibbs-discrete-only") for method in ALL_METHODS),
-    ("LBPGibbs", "sequential"),
-    ("LBPGibbs", "parallel"),
+    *(
+        (kernel, method)
+        for kernel in ("ALBP", "LBPGibbs-discrete-only", "LBPGibbs")
+        for method in ALL_METHODS
+    ),
     ("LBP", "parallel"),
 ]
 
@@ -81,7 +82,7 @@ def continuous_total(counts):
     numpyro.sample("k", dist.Binomial(jnp.ceil(rate).astype(jnp.int32), PROB))
 
 
-@pytest.mark.parametrize("chain_method", ["sequential", "parallel"])
+@pytest.mark.parametrize("chain_method", ALL_METHODS)
 @pytest.mark.parametrize(
     "kernel, source",
     [(lambda: ALBP(latent_total), "n"), (lambda: LBPGibbs(NUTS(continuous_total)), "rate")],

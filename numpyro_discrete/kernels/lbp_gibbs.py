@@ -326,11 +326,33 @@ class LBPGibbs(Gibbs):
         sites = self._check_model(random.fold_in(key_check, 2), model_args, kwargs)
         self._discrete_only = not sites.continuous
         if not self._discrete_only:
-            # several keys (chain_method="vectorized") are refused by Gibbs.init
-            return super().init(rng_key, num_warmup, init_params, model_args, kwargs)
+            if is_prng_key(rng_key):
+                return super().init(rng_key, num_warmup, init_params, model_args, kwargs)
+            return self._init_vectorized(rng_key, num_warmup, init_params, model_args, kwargs)
         state = self.discrete_kernel.init(rng_key, num_warmup, init_params, model_args, kwargs)
         setattr(self, SAMPLE_FN_ATTRIBUTE, self._sample_discrete)
         return self._state_cls(state.z, (state,), state.rng_key)
+
+    def _init_vectorized(
+        self,
+        rng_keys: jax.Array,
+        num_warmup: int,
+        init_params: Mapping[str, jax.Array] | None,
+        model_args: tuple,
+        model_kwargs: dict,
+    ) -> LBPGibbsState:
+        """``chain_method="vectorized"``: numpyro's ``Gibbs`` takes one key, so each chain
+        is initialised by the one-key ``init`` under ``vmap`` (each block kernel then holds
+        its one-chain step) and the sweep over both blocks is ``vmap``-ed, so that every
+        chain adapts its own ``R``, step size and mass matrix and draws what a sequential
+        run with the same chain key draws."""
+
+        def init_one(rng_key: jax.Array, params: Mapping[str, jax.Array] | None) -> GibbsState:
+            return Gibbs.init(self, rng_key, num_warmup, params, model_args, model_kwargs)
+
+        state = jax.vmap(init_one)(rng_keys, init_params)
+        setattr(self, SAMPLE_FN_ATTRIBUTE, jax.vmap(self._sample_one, in_axes=(0, None, None)))
+        return state
 
     def _sample_discrete(
         self, state: LBPGibbsState, model_args: tuple, model_kwargs: Mapping[str, Any] | None
