@@ -11,7 +11,7 @@ DOCS_STAMP := $(VENV)/.installed-docs
 BENCH_ARGS ?=
 
 .PHONY: venv demo demo-fhmm test test-slow lint docs bench bench-binary bench-fhmm bench-rbm \
-	bench-structure bench-compile
+	bench-structure bench-compile bench-scaling
 
 venv: $(STAMP)
 
@@ -69,6 +69,10 @@ bench-structure: venv
 # minESS per wall second, each in a fresh process without the persistent compilation cache
 bench-compile: venv
 	$(BIN)/python -m benchmarks.bench_compile $(BENCH_ARGS)
+
+# step time and ESS/s against vectorized chains (1-256) and N (10^3-10^6), about 20 minutes
+bench-scaling: venv
+	$(BIN)/python -m benchmarks.bench_scaling $(BENCH_ARGS)
 
 # PCD training of a digits RBM: MH steps per iteration LBP-1 and ALBP need (paper Table 2)
 bench-rbm: venv

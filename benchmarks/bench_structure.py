@@ -96,7 +96,6 @@ from dataclasses import asdict, dataclass
 import math
 import os
 from pathlib import Path
-import resource
 import tempfile
 import time
 import tracemalloc
@@ -123,6 +122,7 @@ from benchmarks.measurement import (
     expected_jump_distance,
     fmt,
     hamming_ess,
+    peak_rss_mb,
     release_compiled_programs,
     write_results,
 )
@@ -515,21 +515,16 @@ def structure_summary(target: Target, seed: int) -> dict[str, Any]:
     }
 
 
-def _max_rss_mb() -> float:
-    # ru_maxrss is in kilobytes on Linux
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-
-
 def measure_detection(num_coords: int, config: str, seed: int) -> dict[str, Any]:
     """Detection and colouring of the elementwise Ising lattice of about `num_coords`
     coordinates (see the module docstring)."""
     p = max(2, round(math.sqrt(num_coords)))
     target = ising_target(p, config, seed, elementwise=True)
-    rss_before = _max_rss_mb()
+    rss_before = peak_rss_mb()
     start = time.perf_counter()
     found = DiscreteTarget.from_model(target.model, random.key(seed), (), {})
     init_s = time.perf_counter() - start
-    rss_delta = _max_rss_mb() - rss_before
+    rss_delta = peak_rss_mb() - rss_before
     terms = found.log_terms()
     x = np.asarray(found.initial_position(random.key(seed + 1), None, (), {}))
 

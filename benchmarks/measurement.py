@@ -10,6 +10,7 @@ import math
 import os
 from pathlib import Path
 import platform
+import resource
 import statistics
 import subprocess
 import tempfile
@@ -39,6 +40,7 @@ __all__ = [
     "fresh_compilation_cache",
     "hamming_ess",
     "json_ready",
+    "peak_rss_mb",
     "write_results",
     "release_compiled_programs",
 ]
@@ -149,6 +151,11 @@ def fresh_compilation_cache() -> Iterator[str]:
             for name, value in previous.items():
                 jax.config.update(name, value)
             compilation_cache.reset_cache()
+
+
+def peak_rss_mb() -> float:
+    """The process's peak resident memory so far, in MB (``ru_maxrss``, kilobytes on Linux)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
 def release_compiled_programs() -> None:

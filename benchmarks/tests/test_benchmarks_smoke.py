@@ -243,3 +243,25 @@ def _check_bench_structure(bench, result):
     for item in result["detection"]:
         assert item["num_colours"] == 2
         assert _is_finite_number(item["detect_and_colour_s"]) and item["traced_peak_mb"] > 0
+
+
+@pytest.mark.slow
+def test_bench_scaling_quick(tmp_path, monkeypatch):
+    """``benchmarks/bench_scaling.py --quick``: a row of finite numbers for every sampler at
+    every point of both parts, step time growing with the chains."""
+    monkeypatch.syspath_prepend(str(ROOT))
+    bench = importlib.import_module("benchmarks.bench_scaling")
+    _run_quick("bench_scaling", tmp_path)
+    assert (tmp_path / "bench_scaling.md").stat().st_size > 0
+    result = json.loads((tmp_path / "bench_scaling.json").read_text())
+    rows = result["rows"]
+    points = {(r["part"], r["sampler"], r["num_chains"], r["num_coords"]) for r in rows}
+    chains, sizes = bench.QUICK["chains"], bench.QUICK["size_p"]
+    assert len(points) == len(rows) == len(bench.SAMPLERS) * (len(chains) + len(sizes))
+    for row in rows:
+        for field in ("ms_per_step", "ess", "ess_per_s", "first_run_s", "peak_rss_mb"):
+            assert _is_finite_number(row[field]) and row[field] > 0, (row["sampler"], field)
+    for sampler in bench.SAMPLERS:
+        by_chains = {r["num_chains"]: r for r in rows if r["part"] == "chains" and
+                     r["sampler"] == sampler}  # fmt: skip
+        assert by_chains[chains[0]]["step_vs_smallest"] == 1.0

@@ -146,9 +146,13 @@ class LBPGibbs(Gibbs):
     kernel is neither initialised nor run (numpyro's kernels run it on no sites), the state
     has one block and ``diverging`` is always ``False``.
 
-    .. note:: ``chain_method="vectorized"`` is supported for a model without continuous
-        sites only (numpyro's ``Gibbs`` takes one random key); otherwise use ``"parallel"``
-        or ``"sequential"``. Leave the inner kernel's ``find_heuristic_step_size=False``
+    .. note:: Every ``chain_method`` is supported. Under ``"vectorized"`` (and a callable
+        such as ``jax.vmap``) each chain is initialised as one chain and the two-block
+        sweep is batched with ``vmap``: each chain adapts its own ``R``, step size and mass
+        matrix and draws what the sequential chain of the same key draws (up to the last
+        bits of batched floating-point functions, which warmup's adaptation amplifies). A
+        batched NUTS step lasts as long as the longest trajectory among the chains. Leave
+        the inner kernel's ``find_heuristic_step_size=False``
         (its default): the heuristic would tune the step size to the initial discrete
         values only. Data subsampling (``numpyro.plate(..., subsample_size=...)``, numpyro's
         ``HMCECS``) is not supported: the moves need the full likelihood.
