@@ -61,6 +61,7 @@ from collections.abc import Callable, Sequence
 import os
 from pathlib import Path
 import runpy
+import tempfile
 import time
 from typing import Any, NamedTuple
 
@@ -86,7 +87,7 @@ from benchmarks.targets import ising_target
 
 DEMO_SCRIPT = Path(__file__).parents[1] / "examples" / "segmentation.py"
 DEFAULT_OUT_DIR = Path(__file__).parent / "results" / "scaling"
-QUICK_OUT_DIR = Path(__file__).parent / "results" / "quick" / "scaling"
+QUICK_OUT_DIR = Path(tempfile.gettempdir()) / "bench_scaling_quick"
 
 FULL = {
     "chains": [1, 4, 16, 64, 256],
