@@ -120,7 +120,14 @@ from numpyro.infer.mcmc import MCMCKernel
 
 from numpyro_discrete import ACS, ALBP, ChromaticGibbs, LBPGibbs
 
-from benchmarks.measurement import coordinate_ess, environment, fmt, json_ready, write_results
+from benchmarks.measurement import (
+    apply_presets,
+    coordinate_ess,
+    environment,
+    fmt,
+    json_ready,
+    write_results,
+)
 from benchmarks.targets import ising_target
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -754,9 +761,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.worker is not None:
         return args
-    for name, value in (QUICK if args.quick else FULL).items():
-        if getattr(args, name) is None:
-            setattr(args, name, value)
+    apply_presets(args, FULL, QUICK)
     if args.gibbs_divisor < 1:
         parser.error("--gibbs-divisor must be >= 1")
     args.cases = _names(args.cases, CASES, "cases")

@@ -77,6 +77,7 @@ from numpyro_discrete import ALBP, ChromaticGibbs, LBPGibbs
 
 from benchmarks.bench_structure import step_timing
 from benchmarks.measurement import (
+    apply_presets,
     environment,
     fmt,
     peak_rss_mb,
@@ -354,11 +355,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--out-dir", type=Path, default=None,
                         help=f"default {DEFAULT_OUT_DIR}; --quick: {QUICK_OUT_DIR}")  # fmt: skip
     args = parser.parse_args(argv)
-    for name, value in (QUICK if args.quick else FULL).items():
-        if getattr(args, name) is None:
-            setattr(args, name, value)
-    if args.out_dir is None:
-        args.out_dir = QUICK_OUT_DIR if args.quick else DEFAULT_OUT_DIR
+    apply_presets(args, FULL, QUICK, (DEFAULT_OUT_DIR, QUICK_OUT_DIR))
     return args
 
 

@@ -117,6 +117,7 @@ from numpyro_discrete.structure.colouring import term_structure
 from numpyro_discrete.structure.dependencies import detect_dependencies
 
 from benchmarks.measurement import (
+    apply_presets,
     coordinate_ess,
     environment,
     expected_jump_distance,
@@ -723,11 +724,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         f"{QUICK_OUT_DIR})",
     )
     args = parser.parse_args(argv)
-    for name, value in (QUICK if args.quick else FULL).items():
-        if getattr(args, name) is None:
-            setattr(args, name, value)
-    if args.out_dir is None:
-        args.out_dir = QUICK_OUT_DIR if args.quick else DEFAULT_OUT_DIR
+    apply_presets(args, FULL, QUICK, (DEFAULT_OUT_DIR, QUICK_OUT_DIR))
     return args
 
 

@@ -66,6 +66,7 @@ from benchmarks.bench_binary import (
     run_sampler,
 )
 from benchmarks.measurement import (
+    apply_presets,
     environment,
     fmt,
     fresh_compilation_cache,
@@ -205,9 +206,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="tiny sizes, a smoke test")
     parser.add_argument("--out-dir", type=Path, default=DEFAULT_OUT_DIR)
     args = parser.parse_args(argv)
-    for name, value in (QUICK if args.quick else FULL).items():
-        if getattr(args, name) is None:
-            setattr(args, name, value)
+    apply_presets(args, FULL, QUICK)
     if args.num_chunks < 2:
         parser.error("--num-chunks must be >= 2 (the first chunk absorbs compilation)")
     return args

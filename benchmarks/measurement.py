@@ -29,6 +29,7 @@ import numpyro_discrete
 
 __all__ = [
     "PROBE_DRAWS",
+    "apply_presets",
     "CallTiming",
     "call_timing",
     "chunk_timing",
@@ -201,6 +202,25 @@ def environment() -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         "load_average_1m_5m_15m": list(os.getloadavg()),
     }
+
+
+# --- command line ---------------------------------------------------------------------------
+
+
+def apply_presets(
+    args: Any,
+    full: dict[str, Any],
+    quick: dict[str, Any],
+    out_dirs: tuple[Path, Path] | None = None,
+) -> None:
+    """Set every size option the command line left at ``None`` from the `quick` preset
+    (``--quick``) or the `full` one, and ``args.out_dir`` if ``None`` from `out_dirs`
+    ``(full, quick)``."""
+    for name, value in (quick if args.quick else full).items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    if out_dirs is not None and args.out_dir is None:
+        args.out_dir = out_dirs[1] if args.quick else out_dirs[0]
 
 
 # --- reporting ----------------------------------------------------------------------------
