@@ -19,7 +19,7 @@ from numpyro.infer import HMCECS, MCMC, NUTS
 
 from numpyro_discrete import ACS, ALBP, DMALA, LBP, LBPGibbs, SiteSupport
 
-from helpers import Y_MIX, beta_bernoulli_model
+from helpers import beta_bernoulli_model
 
 DOCS = Path(__file__).parent.parent / "docs" / "errors.md"
 PATH_LENGTH = "`path_length` must be an integer >= 1 (the number of coordinates changed per step)"

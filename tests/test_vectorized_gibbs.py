@@ -72,7 +72,9 @@ def test_each_chain_adapts_its_own_blocks():
     """After warmup, the inner kernel's step size and ALBP's path length of each vectorized
     chain are its own, close to those of the sequential chain of the same key (not equal:
     see the module docstring)."""
-    runs = [_run(KERNELS["ALBP"](), method, num_warmup=300) for method in ("sequential", "vectorized")]
+    runs = [
+        _run(KERNELS["ALBP"](), method, num_warmup=300) for method in ("sequential", "vectorized")
+    ]
     (step_ref, r_ref), (step, r) = [
         (np.asarray(m.last_state.hmc_state.adapt_state.step_size),
          np.asarray(m.last_state.discrete_state.path_length)) for m in runs
@@ -107,6 +109,6 @@ def test_vectorized_run_continues_from_its_last_state():
     mcmc.post_warmup_state = last
     mcmc.run(last.rng_key, Y_MIX, extra_fields=EXTRA_FIELDS)
     extra = mcmc.get_extra_fields(group_by_chain=True)
-    np.testing.assert_allclose(extra["hmc_state.adapt_state.step_size"],
-                               np.broadcast_to(step_size[:, None], (NUM_CHAINS, NUM_DRAWS)))  # fmt: skip
+    frozen = np.broadcast_to(step_size[:, None], (NUM_CHAINS, NUM_DRAWS))
+    np.testing.assert_allclose(extra["hmc_state.adapt_state.step_size"], frozen)
     assert mcmc.get_samples(group_by_chain=True)["z"].shape == (NUM_CHAINS, NUM_DRAWS, 8)
