@@ -194,9 +194,8 @@ def measure_point(
     summaries = problem.summaries(mcmc)
     mcmc.post_warmup_state = mcmc.last_state
     later_run_s = timed_run(mcmc, mcmc.post_warmup_state.rng_key)
-    summaries = {
-        k: np.concatenate([v, problem.summaries(mcmc)[k]], axis=1) for k, v in summaries.items()
-    }
+    later = problem.summaries(mcmc)
+    summaries = {k: np.concatenate([v, later[k]], axis=1) for k, v in summaries.items()}
     loop_compile_s, per_step = step_timing(
         lambda s: kernel.sample(s, problem.args, {}),
         mcmc.last_state,

@@ -326,11 +326,12 @@ class LBPGibbs(Gibbs):
         continuous sites, as numpyro's ``Gibbs`` does. Without continuous sites, the discrete
         kernel alone is initialised."""
         kwargs = {} if model_kwargs is None else dict(model_kwargs)
-        key_check = rng_key if is_prng_key(rng_key) else rng_key[0]
+        one_chain = is_prng_key(rng_key)
+        key_check = rng_key if one_chain else rng_key[0]
         sites = self._check_model(random.fold_in(key_check, 2), model_args, kwargs)
         self._discrete_only = not sites.continuous
         if not self._discrete_only:
-            if is_prng_key(rng_key):
+            if one_chain:
                 return super().init(rng_key, num_warmup, init_params, model_args, kwargs)
             return self._init_vectorized(rng_key, num_warmup, init_params, model_args, kwargs)
         state = self.discrete_kernel.init(rng_key, num_warmup, init_params, model_args, kwargs)
