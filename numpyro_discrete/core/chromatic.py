@@ -157,7 +157,9 @@ def build_kernel(
         values_y, log_probs_y = class_conditional(
             log_terms, structure, neighbourhood, y, terms_y, in_class, members
         )
-        is_back = values_y == values[:, :1]
+        # a padding row reads coordinate 0's values, which this move may have changed: it
+        # only ever stays, in both directions (log-probability 0)
+        is_back = (values_y == values[:, :1]) | (members >= x.shape[0])[:, None]
         log_q_reverse = jnp.sum(jnp.max(jnp.where(is_back, log_probs_y, -jnp.inf), axis=1))
         log_accept = log_p_y - log_p + log_q_reverse - log_q_forward
         (x_new, terms_new, log_p_new), accept_prob, accepted = mh_accept(
@@ -168,7 +170,7 @@ def build_kernel(
             jnp.isfinite(log_p_y),
             uniform=uniforms[-1],
         )
-        num_changed = jnp.where(accepted, jnp.sum(y != x), 0)
+        num_changed = jnp.where(accepted, jnp.sum(y != x, dtype=jnp.int32), 0)
         return (x_new, terms_new, log_p_new), (accept_prob, accepted, num_changed)
 
     def kernel(rng_key: jax.Array, state: State, log_terms: LogTerms) -> tuple[State, Info]:
@@ -182,7 +184,7 @@ def build_kernel(
             (x, terms_x, jnp.sum(terms_x)),
             (classes, uniforms),
         )
-        info = Info(jnp.mean(accept_prob), jnp.all(accepted), jnp.sum(num_changed))
+        info = Info(jnp.mean(accept_prob), jnp.all(accepted), jnp.sum(num_changed, dtype=jnp.int32))
         return State(x, log_p, None), info
 
     return kernel

@@ -157,7 +157,7 @@ def build_kernel(
             jnp.isfinite(log_p_y),
             metropolis,
         )
-        num_changed = jnp.where(is_accepted, jnp.sum(y != x), 0)
+        num_changed = jnp.where(is_accepted, jnp.sum(y != x, dtype=jnp.int32), 0)
         return new_state, Info(accept_prob, is_accepted, num_changed)
 
     return kernel

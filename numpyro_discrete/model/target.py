@@ -148,6 +148,21 @@ class DiscreteTarget:
         there). Raises, naming the sites and the fix, for a model without discrete sites,
         with continuous latent sites, or with supports the kernels cannot move in.
         """
+        if isinstance(rng_key, jax.core.Tracer):
+            # a traced chain key (`pmap` traces `init`): read the model at a concrete draw and
+            # eagerly, so that what is read from it (scales, ratio modes, structure) is what a
+            # sequential chain reads; staged reads fail and fell back to weaker defaults
+            # (gradient ratios, span-based scales), which froze coordinates
+            with jax.ensure_compile_time_eval():
+                return cls.from_model(
+                    model,
+                    random.key(0),
+                    model_args,
+                    model_kwargs,
+                    weights=weights,
+                    ordinal_window=ordinal_window,
+                    kernel_name=kernel_name,
+                )
         sites = model_sites(model, rng_key, model_args, model_kwargs)
         if not sites.discrete:
             raise ValueError(
