@@ -17,6 +17,7 @@ from numpyro.diagnostics import effective_sample_size
 import numpyro.distributions as dist
 from numpyro.infer import MCMC
 
+from numpyro_discrete.core import chromatic
 from numpyro_discrete.core.neighbourhood import CoordinateSupports, SupportKind
 
 # --- enumerated spaces ----------------------------------------------------------------------
@@ -246,6 +247,78 @@ def coordinatewise_transition_matrices(local_fn, neighbourhood, squared_distance
 
     moves = jax.jit(moves)
     return lambda step_size, balancing: _matrix(states, *moves(step_size, balancing))
+
+
+def chromatic_class_matrix(target, structure, states, colour):
+    """The exact transition matrix of the move of class `colour` of a chromatic sweep over
+    the enumerated `states` (rows of the target's flat vector): the class's proposal from
+    the core ``class_conditional`` at every state (its members padded as the kernel pads
+    them), every joint choice of its members' options, and the MH test."""
+    log_terms = target.log_terms()
+    neighbourhood = target.neighbourhood
+    in_class = structure.colour == colour
+    order, starts, sizes, width = chromatic.class_members(structure)
+    padded = order[starts[colour] : starts[colour] + width].copy()
+    padded[sizes[colour] :] = structure.num_coords
+    members = padded[: sizes[colour]]
+
+    @jax.jit
+    def conditional(x):
+        terms = log_terms(x)
+        values, log_probs = chromatic.class_conditional(
+            log_terms,
+            structure,
+            neighbourhood,
+            x,
+            terms,
+            jnp.asarray(in_class),
+            jnp.asarray(padded),
+        )
+        return jnp.sum(terms), values, log_probs
+
+    lookup = state_lookup(states)
+    cache = {}
+
+    def at(i):
+        if i not in cache:
+            cache[i] = [np.asarray(a, np.float64) for a in conditional(jnp.asarray(states[i]))]
+        return cache[i]
+
+    rows = range(len(members))
+    matrix = np.zeros((len(states), len(states)))
+    for i in range(len(states)):
+        log_p, values, log_probs = at(i)
+        for slots in itertools.product(*(range(values.shape[1]) for _ in members)):
+            log_q = sum(log_probs[r, s] for r, s in zip(rows, slots, strict=True))
+            if not np.isfinite(log_q):
+                continue
+            y = states[i].copy()
+            y[members] = [values[r, s] for r, s in zip(rows, slots, strict=True)]
+            k = int(lookup(y[None])[0])
+            log_p_y, values_y, log_probs_y = at(k)
+            log_q_back = sum(
+                log_probs_y[r, np.flatnonzero(values_y[r] == states[i][j])[0]]
+                for r, j in zip(rows, members, strict=True)
+            )
+            accept = min(1.0, np.exp(log_p_y - log_p + log_q_back - log_q))
+            matrix[i, k] += np.exp(log_q) * accept
+            matrix[i, i] += np.exp(log_q) * (1.0 - accept)
+    return matrix
+
+
+def chromatic_sweep_matrix(target, structure, states):
+    """The product of the class matrices, in the order a sweep visits the classes."""
+    matrix = np.eye(len(states))
+    for c in range(structure.num_colours):
+        matrix = matrix @ chromatic_class_matrix(target, structure, states, c)
+    return matrix
+
+
+def target_distribution(target, states):
+    """The normalised probabilities of the target's flat `states`."""
+    log_p = np.asarray(jax.vmap(target.log_density())(jnp.asarray(states)), np.float64)
+    p = np.exp(log_p - log_p.max())
+    return p / p.sum()
 
 
 # --- checks ---------------------------------------------------------------------------------

@@ -24,8 +24,11 @@ from helpers import (
     assert_irreducible,
     assert_mean_within_mcse,
     chi_square_rows,
+    chromatic_class_matrix,
+    chromatic_sweep_matrix,
     enumerate_model,
     state_lookup,
+    target_distribution,
 )
 
 # --- exact sweep matrices -----------------------------------------------------------------------
@@ -76,70 +79,6 @@ def _space(name):
     return target, states
 
 
-def _class_matrix(target, structure, states, in_class):
-    """The exact transition matrix of one class's move (proposal and MH test)."""
-    log_terms = target.log_terms()
-    neighbourhood = target.neighbourhood
-
-    members = np.flatnonzero(in_class)
-
-    @jax.jit
-    def conditional(x):
-        terms = log_terms(x)
-        values, log_probs = chromatic.class_conditional(
-            log_terms,
-            structure,
-            neighbourhood,
-            x,
-            terms,
-            jnp.asarray(in_class),
-            jnp.asarray(members),
-        )
-        return jnp.sum(terms), values, log_probs
-
-    lookup = state_lookup(states)
-    cache = {}
-
-    def at(i):
-        if i not in cache:
-            cache[i] = [np.asarray(a, np.float64) for a in conditional(jnp.asarray(states[i]))]
-        return cache[i]
-
-    rows = range(len(members))
-    matrix = np.zeros((len(states), len(states)))
-    for i in range(len(states)):
-        log_p, values, log_probs = at(i)
-        for slots in itertools.product(*(range(values.shape[1]) for _ in members)):
-            log_q = sum(log_probs[r, s] for r, s in zip(rows, slots, strict=True))
-            if not np.isfinite(log_q):
-                continue
-            y = states[i].copy()
-            y[members] = [values[r, s] for r, s in zip(rows, slots, strict=True)]
-            k = int(lookup(y[None])[0])
-            log_p_y, values_y, log_probs_y = at(k)
-            log_q_back = sum(
-                log_probs_y[r, np.flatnonzero(values_y[r] == states[i][j])[0]]
-                for r, j in zip(rows, members, strict=True)
-            )
-            accept = min(1.0, np.exp(log_p_y - log_p + log_q_back - log_q))
-            matrix[i, k] += np.exp(log_q) * accept
-            matrix[i, i] += np.exp(log_q) * (1.0 - accept)
-    return matrix
-
-
-def _sweep_matrix(target, structure, states):
-    matrix = np.eye(len(states))
-    for c in range(structure.num_colours):
-        matrix = matrix @ _class_matrix(target, structure, states, structure.colour == c)
-    return matrix
-
-
-def _pi(target, states):
-    log_p = np.asarray(jax.vmap(target.log_density())(jnp.asarray(states)), np.float64)
-    p = np.exp(log_p - log_p.max())
-    return p / p.sum()
-
-
 @pytest.mark.parametrize("space", ["binary", "mixed"])
 @pytest.mark.parametrize("colouring", ["detected", "one class", "wrong"])
 def test_sweep_leaves_the_target_invariant(space, colouring, x64):
@@ -154,15 +93,15 @@ def test_sweep_leaves_the_target_invariant(space, colouring, x64):
         colour = np.arange(structure.num_coords) % 2
         colour[:2] = 0  # coordinates 0 and 1 share terms in both spaces
         structure = structure._replace(colour=colour.astype(np.int32), num_colours=2)
-    pi = _pi(target, states)
-    matrix = _sweep_matrix(target, structure, states)
+    pi = target_distribution(target, states)
+    matrix = chromatic_sweep_matrix(target, structure, states)
     np.testing.assert_allclose(matrix.sum(1), 1.0, atol=1e-12)
     np.testing.assert_allclose(pi @ matrix, pi, atol=1e-10)
     assert_irreducible(matrix)
     if colouring == "detected":
         # a valid colouring: each class move is its exact conditional, always accepted
         for c in range(structure.num_colours):
-            class_matrix = _class_matrix(target, structure, states, structure.colour == c)
+            class_matrix = chromatic_class_matrix(target, structure, states, c)
             flow = pi[:, None] * class_matrix
             np.testing.assert_allclose(flow, flow.T, atol=1e-12)
 
@@ -176,7 +115,7 @@ def test_sampled_sweeps_follow_the_exact_matrix(space, x64):
     colour = structure.colour.copy()
     colour[:2] = 0
     structure = structure._replace(colour=colour, num_colours=int(colour.max()) + 1)
-    matrix = _sweep_matrix(target, structure, states)
+    matrix = chromatic_sweep_matrix(target, structure, states)
     sweep = chromatic.build_kernel(target.neighbourhood, structure)
     log_terms = target.log_terms()
 

@@ -323,7 +323,8 @@ class DiscreteKernel(MCMCKernel):
             log_ratios=new.log_ratios,
             accept_prob=info.acceptance_rate,
             mean_accept_prob=mean_accept_prob,
-            num_changed=info.num_changed,
+            # int32 as in the initial state, also where a count is int64 (64-bit mode)
+            num_changed=jnp.asarray(info.num_changed, jnp.int32),
             rng_key=rng_key,
         )
         if new.log_ratios is None:

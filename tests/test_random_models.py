@@ -1,0 +1,396 @@
+"""Correct on models nobody hand-picked: random small numpyro models in the idioms users
+write (:mod:`random_models`), through the code ``MCMC`` runs.
+
+- detected dependencies contain the true ones (found by brute force);
+- the exact one-step transition matrices built from each kernel's own proposal
+  probabilities, with the layout, neighbourhoods and colouring detection produced for the
+  model, leave the enumerated posterior invariant, and the compiled ``sample`` step draws
+  from those matrices (chi-square);
+- every kernel through ``MCMC``, under every chain method and in 32- and 64-bit mode,
+  moves every coordinate whose posterior is not degenerate, and its frequencies match the
+  enumerated posterior;
+- the minimal models of the bugs this suite found, as regressions.
+
+The default suite runs a few dozen examples (derandomised: the same ones every run); the
+slow tier (``-m slow``) runs at least 500 model-kernel pairs in one process.
+"""
+
+import contextlib
+import math
+import warnings
+
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+import numpy as np
+import pytest
+import random_models as rm
+
+import jax
+from jax import random
+import jax.numpy as jnp
+
+import numpyro
+import numpyro.distributions as dist
+from numpyro.infer import MCMC, NUTS
+
+from numpyro_discrete import ACS, ALBP, DMALA, LBP, ChromaticGibbs, LBPGibbs
+from numpyro_discrete.core.neighbourhood import squared_distance_fn
+
+from helpers import (
+    assert_irreducible,
+    chi_square_rows,
+    chromatic_sweep_matrix,
+    coordinatewise_transition_matrices,
+    enumerate_model,
+    mcse_of_mean,
+    path_transition_matrix,
+    state_lookup,
+)
+
+KERNELS = {
+    "LBP": lambda model: LBP(model),
+    "LBP-2": lambda model: LBP(model, path_length=2),
+    "ALBP": lambda model: ALBP(model),
+    "ACS": lambda model: ACS(model),
+    "DMALA": lambda model: DMALA(model, step_size=0.5),
+    "ChromaticGibbs": lambda model: ChromaticGibbs(model),
+}
+CHAIN_METHODS = ("sequential", "vectorized", "parallel")
+NUM_WARMUP = 1000
+NUM_SAMPLES = 2000
+# a coordinate whose posterior puts less than this on its most likely value must move
+DEGENERATE = 0.98
+# marginal frequencies within this many ESS-based standard errors (plus a small slack for
+# the noise of the ESS estimate itself)
+NUM_SE, SLACK = 5.0, 0.01
+
+SETTINGS = dict(
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.filter_too_much,
+        HealthCheck.function_scoped_fixture,
+    ],
+)
+
+
+@contextlib.contextmanager
+def quiet():
+    """Warnings that are advice (dense structure, parity of path lengths), not failures."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        yield
+
+
+def flat_draws(spec: rm.ModelSpec, samples: dict) -> np.ndarray:
+    """``(chains, draws, N)`` integer draws, sites in declaration order."""
+    return np.concatenate(
+        [
+            np.asarray(samples[site.name]).reshape(samples[site.name].shape[:2] + (-1,))
+            for site in spec.sites
+        ],
+        axis=-1,
+    )
+
+
+def check_draws(draws: np.ndarray, states: np.ndarray, pi: np.ndarray, label: str) -> None:
+    """Irreducibility (every non-degenerate coordinate changes in every chain) and
+    frequencies: every coordinate's marginal and the mean of ``log pi`` (a statistic of the
+    joint) within :data:`NUM_SE` standard errors of the enumerated values."""
+    index = state_lookup(states)(draws.reshape(-1, draws.shape[-1])).reshape(draws.shape[:2])
+    for j in range(states.shape[1]):
+        values = np.unique(states[:, j])
+        marginal = np.array([pi[states[:, j] == v].sum() for v in values])
+        if marginal.max() < DEGENERATE:
+            changes = (np.diff(draws[:, :, j], axis=1) != 0).sum(1)
+            assert np.all(changes > 0), f"{label}: coordinate {j} never changed: {changes}"
+        indicators = (draws[:, :, j, None] == values).astype(float)
+        error = np.abs(indicators.mean((0, 1)) - marginal)
+        se = mcse_of_mean(indicators)
+        bound = NUM_SE * np.nan_to_num(se, nan=0.0) + SLACK
+        assert np.all(error < bound), (
+            f"{label}: coordinate {j} marginal {indicators.mean((0, 1))} vs exact {marginal} "
+            f"(se {se})"
+        )
+    log_pi = np.log(np.maximum(pi, 1e-300))
+    energy = log_pi[index][..., None]
+    exact = float(pi @ log_pi)
+    se = float(mcse_of_mean(energy)[0])
+    assert abs(energy.mean() - exact) < NUM_SE * np.nan_to_num(se) + SLACK * np.ptp(log_pi), (
+        f"{label}: E[log pi] {energy.mean()} vs exact {exact} (se {se})"
+    )
+
+
+def run_mcmc(kernel, chain_method: str, seed: int, num_warmup=NUM_WARMUP) -> MCMC:
+    mcmc = MCMC(
+        kernel,
+        num_warmup=num_warmup,
+        num_samples=NUM_SAMPLES,
+        num_chains=2,
+        chain_method=chain_method,
+        progress_bar=False,
+    )
+    with quiet():
+        mcmc.run(random.key(seed))
+    return mcmc
+
+
+def sample_and_check(spec: rm.ModelSpec, kernel_name: str, chain_method: str, x64: bool):
+    label = f"{kernel_name}/{chain_method}/x64={x64} on {spec.describe()}"
+    states, pi = rm.enumerated_posterior(spec)
+    with jax.enable_x64(x64):
+        model = rm.build_model(spec)
+        if spec.continuous:
+            kernel = LBPGibbs(NUTS(model), discrete_kernel=KERNELS[kernel_name](model))
+        else:
+            kernel = KERNELS[kernel_name](model)
+        mcmc = run_mcmc(kernel, chain_method, spec.seed)
+        draws = flat_draws(spec, mcmc.get_samples(group_by_chain=True))
+    check_draws(draws, states, pi, label)
+
+
+# --- structure -------------------------------------------------------------------------------
+
+
+def discrete_target(spec: rm.ModelSpec, kernel):
+    """The kernel initialised on the model of `spec` (as ``MCMC`` does) and its target."""
+    with quiet():
+        state = jax.jit(lambda key: kernel.init(key, 0, None, (), {}))(random.key(spec.seed))
+    target = kernel._target
+    assert list(target.layout.names) == spec.discrete_names
+    return state, target
+
+
+@settings(max_examples=40, **SETTINGS)
+@given(spec=rm.model_specs(continuous=False))
+def test_detected_dependencies_contain_the_true_ones(spec):
+    """Changing a coordinate alone changes only terms detection paired with it (or dense
+    ones): a missed dependency would make colour-batched ratios and sweeps inexact."""
+    _, target = discrete_target(spec, ChromaticGibbs(rm.build_model(spec)))
+    structure = target.structure
+    states = rm.enumerated_states(spec)
+    true = rm.true_dependencies(target.log_terms(), states, np.random.default_rng(spec.seed))
+    detected = np.zeros_like(true)
+    detected[structure.pair_terms, structure.pair_coords] = True
+    detected[structure.dense_terms] = True
+    missed = np.argwhere(true & ~detected)
+    assert not missed.size, f"(term, coordinate) pairs missed: {missed} on {spec.describe()}"
+    # and the colouring separates every pair of coordinates sharing a true term
+    for term in np.flatnonzero(true.any(1) & ~np.isin(np.arange(len(true)), structure.dense_terms)):
+        coords = np.flatnonzero(true[term])
+        assert len(set(structure.colour[coords])) == len(coords), spec.describe()
+
+
+# --- exact transition matrices of the compiled steps ----------------------------------------
+
+
+def sampled_transitions(kernel, target, states: np.ndarray, draws_per_state: int, seed: int):
+    """Transition counts of one compiled ``kernel.sample`` (the function ``MCMC`` calls)
+    from every state: the chains are initialised at each state by ``kernel.init`` with
+    ``init_params`` under ``vmap``, then stepped once under ``vmap``."""
+    keys = random.split(random.key(seed), len(states) * draws_per_state)
+    starts = jnp.asarray(np.repeat(states, draws_per_state, axis=0))
+
+    @jax.jit
+    def step(keys, starts):
+        def one(key, x):
+            state = kernel.init(key, 0, target.unflatten(x), (), {})
+            return target.flatten(kernel.sample(state, (), {}).z)
+
+        return jax.vmap(one)(keys, starts)
+
+    with quiet():
+        ends = np.asarray(step(keys, starts))
+    lookup = state_lookup(states)
+    rows = np.repeat(np.arange(len(states)), draws_per_state)
+    counts = np.zeros((len(states), len(states)))
+    np.add.at(counts, (rows, lookup(ends)), 1)
+    return counts
+
+
+def target_pi(target, states):
+    log_p = np.asarray(jax.jit(jax.vmap(target.log_density()))(jnp.asarray(states)), np.float64)
+    p = np.exp(log_p - log_p.max())
+    return p / p.sum()
+
+
+def _small(spec: rm.ModelSpec, max_states: int) -> bool:
+    return len(rm.enumerated_states(spec)) <= max_states
+
+
+@settings(max_examples=6, **SETTINGS)
+@given(spec=rm.model_specs(continuous=False))
+def test_chromatic_sweep_is_exact_on_random_models(spec, x64):
+    """The sweep matrix from the kernel's own class conditionals (the colouring, member
+    layout and neighbourhoods detection produced) leaves the posterior invariant to 1e-10,
+    is irreducible, and the compiled step draws from it."""
+    assume(_small(spec, 120))
+    kernel = ChromaticGibbs(rm.build_model(spec))
+    _, target = discrete_target(spec, kernel)
+    states = rm.enumerated_states(spec)
+    pi = target_pi(target, states)
+    matrix = chromatic_sweep_matrix(target, target.structure, states)
+    np.testing.assert_allclose(matrix.sum(1), 1.0, atol=1e-10)
+    np.testing.assert_allclose(pi @ matrix, pi, atol=1e-10)
+    assert_irreducible(matrix)
+    counts = sampled_transitions(kernel, target, states, 300, spec.seed)
+    assert chi_square_rows(counts, matrix) > 1e-4, spec.describe()
+
+
+@settings(max_examples=6, **SETTINGS)
+@given(spec=rm.model_specs(continuous=False), path_length=st.sampled_from([1, 2]))
+def test_path_step_is_exact_on_random_models(spec, path_length, x64):
+    """LBP-R's matrix from the kernel's own local ratios and neighbourhood is in detailed
+    balance to 1e-10, and the compiled step draws from it."""
+    assume(_small(spec, 120) and spec.num_coords >= path_length)
+    kernel = LBP(rm.build_model(spec), path_length=path_length)
+    _, target = discrete_target(spec, kernel)
+    states = rm.enumerated_states(spec)
+    pi = target_pi(target, states)
+    num_candidates = target.neighbourhood.candidates(jnp.asarray(states[0])).shape[1]
+    assume(math.perm(spec.num_coords, path_length) * num_candidates**path_length <= 2000)
+    matrix, mass = path_transition_matrix(
+        target.local_fn((), {}), target.neighbourhood, states, path_length, "sqrt"
+    )
+    np.testing.assert_allclose(mass, 1.0, atol=1e-10)
+    flow = pi[:, None] * matrix
+    np.testing.assert_allclose(flow, flow.T, atol=1e-10)
+    if path_length == 1:
+        assert_irreducible(matrix)
+    counts = sampled_transitions(kernel, target, states, 300, spec.seed)
+    assert chi_square_rows(counts, matrix) > 1e-4, spec.describe()
+
+
+@settings(max_examples=4, **SETTINGS)
+@given(spec=rm.model_specs(continuous=False))
+def test_coordinatewise_step_is_exact_on_random_models(spec, x64):
+    """DMALA's matrix (every vector of per-coordinate choices) from the kernel's own local
+    ratios, neighbourhood and squared distances is in detailed balance to 1e-10 and
+    irreducible, and the compiled step draws from it."""
+    assume(_small(spec, 100))
+    kernel = DMALA(rm.build_model(spec), step_size=0.5)
+    _, target = discrete_target(spec, kernel)
+    states = rm.enumerated_states(spec)
+    num_columns = target.neighbourhood.candidates(jnp.asarray(states[0])).shape[1] + 1
+    assume(num_columns**spec.num_coords <= 4096)
+    pi = target_pi(target, states)
+    matrix_at = coordinatewise_transition_matrices(
+        target.local_fn((), {}),
+        target.neighbourhood,
+        squared_distance_fn(target.supports, target.move_scales),
+        states,
+    )
+    matrix, mass = matrix_at(0.5, 0.5)
+    np.testing.assert_allclose(mass, 1.0, atol=1e-10)
+    flow = pi[:, None] * matrix
+    np.testing.assert_allclose(flow, flow.T, atol=1e-10)
+    assert_irreducible(matrix)
+    counts = sampled_transitions(kernel, target, states, 300, spec.seed)
+    assert chi_square_rows(counts, matrix) > 1e-4, spec.describe()
+
+
+# --- sampling through MCMC -----------------------------------------------------------------
+
+
+@settings(max_examples=10, **SETTINGS)
+@given(
+    spec=rm.model_specs(continuous=False),
+    kernel_name=st.sampled_from(sorted(KERNELS)),
+    chain_method=st.sampled_from(CHAIN_METHODS),
+    x64=st.booleans(),
+)
+def test_kernels_sample_random_models(spec, kernel_name, chain_method, x64):
+    sample_and_check(spec, kernel_name, chain_method, x64)
+
+
+@settings(max_examples=4, **SETTINGS)
+@given(
+    spec=rm.model_specs(continuous=True),
+    kernel_name=st.sampled_from(["ALBP", "ChromaticGibbs", "LBP"]),
+    chain_method=st.sampled_from(CHAIN_METHODS),
+    x64=st.booleans(),
+)
+def test_lbp_gibbs_samples_random_mixed_models(spec, kernel_name, chain_method, x64):
+    """The discrete posterior with a continuous site integrated out (on a grid)."""
+    sample_and_check(spec, kernel_name, chain_method, x64)
+
+
+@pytest.mark.slow
+@settings(max_examples=500, **SETTINGS)
+@given(
+    spec=rm.model_specs(),
+    kernel_name=st.sampled_from(sorted(KERNELS)),
+    chain_method=st.sampled_from(CHAIN_METHODS),
+    x64=st.booleans(),
+)
+def test_many_random_model_kernel_pairs(spec, kernel_name, chain_method, x64):
+    """At least 500 model-kernel pairs in one process (the slow tier runs without xdist):
+    every kernel, chain method and precision, discrete-only models and, inside
+    ``LBPGibbs(NUTS)``, models with a continuous site."""
+    sample_and_check(spec, kernel_name, chain_method, x64)
+
+
+# --- the bugs this suite found, minimal ---------------------------------------------------
+
+
+def padded_class_model():
+    """Coordinate 0 (``b[0]``) is in the smaller of two colour classes, so its class is
+    padded: the reverse move read coordinate 0's new value in the padding row and rejected
+    every move of ``b[0]`` (it never changed)."""
+    b = numpyro.sample("b", dist.Bernoulli(0.4).expand([4]))
+    o = numpyro.sample("o", dist.Bernoulli(0.5).expand([3]))
+    numpyro.factor("c1", 0.8 * (b[1:] == b[:-1]))
+    numpyro.factor("c2", -0.3 * (o[1:] - o[:-1]) ** 2)
+    numpyro.factor("c3", 0.5 * b[:3] * o)
+
+
+@pytest.mark.parametrize("chain_method", CHAIN_METHODS)
+def test_chromatic_moves_coordinate_zero_of_a_padded_class(chain_method):
+    kernel = ChromaticGibbs(padded_class_model)
+    mcmc = run_mcmc(kernel, chain_method, 0, num_warmup=100)
+    assert kernel.num_colours == 2
+    sites = {"b": ((4,), range(2)), "o": ((3,), range(2))}
+    states, pi = enumerate_model(padded_class_model, (), sites)
+    samples = mcmc.get_samples(group_by_chain=True)
+    draws = np.concatenate([np.asarray(samples["b"]), np.asarray(samples["o"])], -1)
+    check_draws(draws, states, pi, "padded class")
+
+
+BINOMIAL_TOTALS, BINOMIAL_PROBS = np.arange(40) + 1, np.linspace(0.1, 0.9, 40)
+
+
+def varying_binomial_model():
+    numpyro.sample("b", dist.Binomial(jnp.asarray(BINOMIAL_TOTALS), jnp.asarray(BINOMIAL_PROBS)))
+
+
+def test_albp_parallel_reads_the_target_as_sequential_chains_do():
+    """Under ``pmap`` ``init`` is traced: the target read scales and ratio modes from
+    staged values and fell back to span-based scales and gradient ratios, which froze
+    coordinates of this model (4 of 40 per chain). It is now read at a concrete draw."""
+    kernels = {}
+    for method in ("sequential", "parallel"):
+        kernels[method] = ALBP(varying_binomial_model)
+        mcmc = run_mcmc(kernels[method], method, 428)
+        draws = np.asarray(mcmc.get_samples(group_by_chain=True)["b"])
+        changes = (np.diff(draws, axis=1) != 0).sum(1)
+        assert np.all(changes > 20), (method, changes)
+        mean = draws.mean((0, 1))
+        np.testing.assert_allclose(mean, BINOMIAL_TOTALS * BINOMIAL_PROBS, rtol=0.15, atol=0.1)
+    sequential, parallel = (kernels[m]._target for m in ("sequential", "parallel"))
+    assert parallel.weights_mode == sequential.weights_mode == {"b": "exact"}
+    np.testing.assert_allclose(parallel.move_scales, sequential.move_scales)
+
+
+@pytest.mark.parametrize("kernel_name", ["ChromaticGibbs", "ACS"])
+def test_64_bit_mode(kernel_name, x64):
+    """``num_changed`` was int64 in 64-bit mode against the int32 of the initial state,
+    so the sampling loop refused its carry."""
+
+    def chain():
+        x = numpyro.sample("x", dist.Bernoulli(0.5).expand([20]))
+        s = 2.0 * x - 1.0
+        numpyro.factor("c", 0.3 * s[1:] * s[:-1])
+
+    mcmc = run_mcmc(KERNELS[kernel_name](chain), "sequential", 0)
+    assert abs(float(mcmc.get_samples()["x"].mean()) - 0.5) < 0.05
