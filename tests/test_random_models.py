@@ -19,7 +19,7 @@ import contextlib
 import math
 import warnings
 
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, Phase, assume, given, settings
 from hypothesis import strategies as st
 import numpy as np
 import pytest
@@ -47,9 +47,10 @@ from helpers import (
     state_lookup,
 )
 
+# LBP with a fixed even path length is left out: on unit-step sites it keeps the parity of
+# the number of changes and is not irreducible (it warns); the exact tests cover it
 KERNELS = {
     "LBP": lambda model: LBP(model),
-    "LBP-2": lambda model: LBP(model, path_length=2),
     "ALBP": lambda model: ALBP(model),
     "ACS": lambda model: ACS(model),
     "DMALA": lambda model: DMALA(model, step_size=0.5),
@@ -67,6 +68,9 @@ NUM_SE, SLACK = 5.0, 0.01
 SETTINGS = dict(
     deadline=None,
     derandomize=True,
+    # no shrinking: each example compiles its own programs, so shrinking a failure takes
+    # minutes; the failure message names the whole model instead
+    phases=[Phase.explicit, Phase.generate],
     suppress_health_check=[
         HealthCheck.too_slow,
         HealthCheck.filter_too_much,

@@ -26,6 +26,7 @@ from numpyro.util import identity, is_prng_key
 
 from numpyro_discrete.core import state as core_state
 from numpyro_discrete.core.local_ratios import LocalFn
+from numpyro_discrete.kernels.stuck_coordinates import StuckCoordinateWatch
 from numpyro_discrete.model.layout import SiteSupport
 from numpyro_discrete.model.potential import WEIGHT_MODES
 from numpyro_discrete.model.target import DiscreteTarget
@@ -139,6 +140,11 @@ class DiscreteKernel(MCMCKernel):
         self._num_warmup = 0
         # the core transition, built by `_setup`
         self._transition: Callable | None = None
+        # the stuck-coordinate check, and whether `sample` runs it (not when `init` ran
+        # under `vmap`: a callable chain method, vectorized LBPGibbs)
+        self._watch: StuckCoordinateWatch | None = None
+        self._check_in_sample = True
+        self._batched = False
         setattr(self, SAMPLE_FN_ATTRIBUTE, None)
 
     # --- what a kernel adds ---------------------------------------------------------------
@@ -156,6 +162,15 @@ class DiscreteKernel(MCMCKernel):
         """One step from `state`, whose core state is `position`; `local_fn` is what
         :meth:`_density` returns."""
         raise NotImplementedError
+
+    def _stuck_advice(self, site: str) -> str:
+        """What to try for a stuck coordinate of `site` (the warning's last sentence)."""
+        if self._target.weights_mode.get(site) == "gradient":
+            return (
+                f"Its moves are ranked by gradient ratios, which can be far from the exact "
+                f"ones on this site: try `weights={{{site!r}: 'exact'}}` or ChromaticGibbs."
+            )
+        return "Try ChromaticGibbs (exact conditionals), or a longer run."
 
     def _density(self, model_args: tuple, model_kwargs: Mapping[str, Any] | None) -> Callable:
         """What the step evaluates under the arguments and conditioning given: the local
@@ -243,6 +258,13 @@ class DiscreteKernel(MCMCKernel):
         target.check_init_params(init_params)
         self._target = target
         self._setup(target)
+        self._watch = StuckCoordinateWatch(
+            target, num_warmup, type(self).__name__, self._stuck_advice
+        )
+        # under `vmap` the check's `lax.cond` would run at every step (its predicate is
+        # batched); its name is the only way to tell a batching tracer
+        self._check_in_sample = type(rng_key).__name__ != "BatchTracer"
+        self._batched = not is_prng_key(rng_key)
         if is_prng_key(rng_key):
             state = self._init_one(rng_key, init_params, model_args, model_kwargs)
             sample_fn = self._sample_one
@@ -296,6 +318,8 @@ class DiscreteKernel(MCMCKernel):
             accept_prob=jnp.zeros((), float_dtype),
             mean_accept_prob=jnp.zeros((), float_dtype),
             num_changed=jnp.zeros((), jnp.int32),
+            mean_num_changed=jnp.zeros((), float_dtype),
+            coordinates_changed=jnp.zeros(self._target.num_coords, bool),
             rng_key=rng_key,
         )
         if state.log_ratios is None:
@@ -326,6 +350,7 @@ class DiscreteKernel(MCMCKernel):
             # int32 as in the initial state, also where a count is int64 (64-bit mode)
             num_changed=jnp.asarray(info.num_changed, jnp.int32),
             rng_key=rng_key,
+            **self._watch.update(state, new.position, jnp.asarray(info.num_changed, jnp.int32)),
         )
         if new.log_ratios is None:
             del fields["log_ratios"]
@@ -338,7 +363,10 @@ class DiscreteKernel(MCMCKernel):
         sample_fn = getattr(self, SAMPLE_FN_ATTRIBUTE)
         if sample_fn is None:
             raise RuntimeError(f"{type(self).__name__}: call `init` before `sample`.")
-        return sample_fn(state, model_args, model_kwargs)
+        state = sample_fn(state, model_args, model_kwargs)
+        if self._check_in_sample:
+            state = self._watch.check(state, model_args, model_kwargs, batched=self._batched)
+        return state
 
     def refresh(
         self, state: NamedTuple, model_args: tuple, model_kwargs: Mapping[str, Any] | None
@@ -379,4 +407,5 @@ class DiscreteKernel(MCMCKernel):
         state["_target"] = None
         state[SAMPLE_FN_ATTRIBUTE] = None
         state["_transition"] = None
+        state["_watch"] = None
         return state

@@ -29,6 +29,12 @@ class ChromaticGibbsState(NamedTuple):
       probabilities ``min(1, A)``: exactly 1 when the colouring is valid.
     - **mean_accept_prob** - mean acceptance probability, restarted after warmup.
     - **num_changed** - number of coordinates this sweep changed.
+    - **mean_num_changed** - mean number of coordinates a step changed, restarted after
+      warmup.
+    - **coordinates_changed** - ``(N,)`` which flat coordinates changed since warmup ended
+      (since the start during warmup): a coordinate that never changes although its
+      conditional says it should is reported by a ``RuntimeWarning``
+      (:mod:`~numpyro_discrete.kernels.stuck_coordinates`).
     - **rng_key** - random key for the next sweep.
     """
 
@@ -38,6 +44,8 @@ class ChromaticGibbsState(NamedTuple):
     accept_prob: jax.Array
     mean_accept_prob: jax.Array
     num_changed: jax.Array
+    mean_num_changed: jax.Array
+    coordinates_changed: jax.Array
     rng_key: jax.Array
 
 

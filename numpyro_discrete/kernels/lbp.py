@@ -44,6 +44,12 @@ class LBPState(NamedTuple):
       :class:`ALBP` freezes ``R_t`` at when warmup ends (equal to ``path_length`` for LBP).
     - **window_accept_prob** - average acceptance rate over the same steps (0 for LBP).
     - **num_changed** - number of coordinates this step changed (0 when rejected).
+    - **mean_num_changed** - mean number of coordinates a step changed, restarted after
+      warmup.
+    - **coordinates_changed** - ``(N,)`` which flat coordinates changed since warmup ended
+      (since the start during warmup): a coordinate that never changes although its
+      conditional says it should is reported by a ``RuntimeWarning``
+      (:mod:`~numpyro_discrete.kernels.stuck_coordinates`).
     - **rng_key** - random key for the next step.
 
     ``num_flips`` is a deprecated alias of ``path_length`` (also as an ``extra_fields``
@@ -60,6 +66,8 @@ class LBPState(NamedTuple):
     mean_path_length: jax.Array
     window_accept_prob: jax.Array
     num_changed: jax.Array
+    mean_num_changed: jax.Array
+    coordinates_changed: jax.Array
     rng_key: jax.Array
 
     @property

@@ -151,6 +151,15 @@ class SiteLayout:
             *(np.concatenate(a) for a in (kind, num_categories, lower, upper))
         )
 
+    def coordinate_name(self, coord: int) -> tuple[str, str]:
+        """The site of flat coordinate `coord` and its index there, e.g. ``("x", "[2, 0]")``
+        (``""`` for a scalar site)."""
+        starts = np.cumsum((0,) + tuple(self.sizes))
+        k = int(np.searchsorted(starts, coord, side="right")) - 1
+        shape = self.shapes[k]
+        index = np.unravel_index(coord - starts[k], shape) if shape else ()
+        return self.names[k], f"[{', '.join(str(int(i)) for i in index)}]" if shape else ""
+
     def flatten(self, values: Mapping[str, jax.Array]) -> jax.Array:
         """Site dict to the flat ``int32`` vector (site order, row-major within a site)."""
         return jnp.concatenate(
