@@ -40,6 +40,11 @@ class ACSState(NamedTuple):
     - **cycle_position** - this step's position ``k`` in the cycle, ``0 <= k < cycle_length``
       (``-1`` during the tuning steps).
     - **num_changed** - number of coordinates this step changed.
+    - **mean_num_changed** - mean number of coordinates a step changed, restarted after
+      warmup.
+    - **coordinates_changed** - ``(N,)`` which flat coordinates changed since warmup ended
+      (since the start during warmup), for the stuck-coordinate warning
+      (:mod:`~numpyro_discrete.kernels.stuck_coordinates`).
     - **tuning** - :class:`~numpyro_discrete.core.cyclical.TuningState`: the schedules
       (``tuning.step_size_max``, ``tuning.step_size_min``, ``tuning.balancing``, frozen
       once tuning ends) and the bookkeeping of the tuning rounds.
@@ -56,6 +61,8 @@ class ACSState(NamedTuple):
     balancing: jax.Array
     cycle_position: jax.Array
     num_changed: jax.Array
+    mean_num_changed: jax.Array
+    coordinates_changed: jax.Array
     tuning: cyclical.TuningState
     rng_key: jax.Array
 
