@@ -135,8 +135,15 @@ def run_mcmc(kernel, chain_method: str, seed: int, num_warmup=NUM_WARMUP) -> MCM
         chain_method=chain_method,
         progress_bar=False,
     )
-    with quiet():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("ignore", UserWarning)
+        warnings.simplefilter("always", RuntimeWarning)
         mcmc.run(random.key(seed))
+        jax.block_until_ready(mcmc.get_samples())
+        jax.effects_barrier()
+    # no false alarm: these kernels move every coordinate
+    stuck = [str(w.message) for w in caught if "never changed" in str(w.message)]
+    assert not stuck, stuck
     return mcmc
 
 

@@ -105,9 +105,7 @@ class StuckCoordinateWatch:
         mean = mean + (num_changed - mean) / steps
         return dict(coordinates_changed=changed, mean_num_changed=mean)
 
-    def check(
-        self, state: Any, model_args: tuple, model_kwargs: Any, batched: bool = False
-    ) -> Any:
+    def check(self, state: Any, model_args: tuple, model_kwargs: Any, batched: bool = False) -> Any:
         """`state` unchanged, after warning about stuck coordinates at a check step; with
         `batched`, a state with a leading chain axis (one check for every chain)."""
         step = state.i[0] if batched else state.i
