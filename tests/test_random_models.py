@@ -173,7 +173,7 @@ def discrete_target(spec: rm.ModelSpec, kernel):
     return state, target
 
 
-@settings(max_examples=40, **SETTINGS)
+@settings(max_examples=25, **SETTINGS)
 @given(spec=rm.model_specs(continuous=False))
 def test_detected_dependencies_contain_the_true_ones(spec):
     """Changing a coordinate alone changes only terms detection paired with it (or dense
@@ -230,7 +230,7 @@ def _small(spec: rm.ModelSpec, max_states: int) -> bool:
     return len(rm.enumerated_states(spec)) <= max_states
 
 
-@settings(max_examples=6, **SETTINGS)
+@settings(max_examples=4, **SETTINGS)
 @given(spec=rm.model_specs(continuous=False))
 def test_chromatic_sweep_is_exact_on_random_models(spec, x64):
     """The sweep matrix from the kernel's own class conditionals (the colouring, member
@@ -249,7 +249,7 @@ def test_chromatic_sweep_is_exact_on_random_models(spec, x64):
     assert chi_square_rows(counts, matrix) > 1e-4, spec.describe()
 
 
-@settings(max_examples=6, **SETTINGS)
+@settings(max_examples=4, **SETTINGS)
 @given(spec=rm.model_specs(continuous=False), path_length=st.sampled_from([1, 2]))
 def test_path_step_is_exact_on_random_models(spec, path_length, x64):
     """LBP-R's matrix from the kernel's own local ratios and neighbourhood is in detailed
@@ -273,7 +273,7 @@ def test_path_step_is_exact_on_random_models(spec, path_length, x64):
     assert chi_square_rows(counts, matrix) > 1e-4, spec.describe()
 
 
-@settings(max_examples=4, **SETTINGS)
+@settings(max_examples=3, **SETTINGS)
 @given(spec=rm.model_specs(continuous=False))
 def test_coordinatewise_step_is_exact_on_random_models(spec, x64):
     """DMALA's matrix (every vector of per-coordinate choices) from the kernel's own local
@@ -315,7 +315,7 @@ def test_kernels_sample_random_models(spec, kernel_name, chain_method, x64):
     sample_and_check(spec, kernel_name, chain_method, x64)
 
 
-@settings(max_examples=4, **SETTINGS)
+@settings(max_examples=2, **SETTINGS)
 @given(
     spec=rm.model_specs(continuous=True),
     kernel_name=st.sampled_from(["ALBP", "ChromaticGibbs", "LBP"]),
