@@ -40,11 +40,9 @@ class ACSState(NamedTuple):
     - **cycle_position** - this step's position ``k`` in the cycle, ``0 <= k < cycle_length``
       (``-1`` during the tuning steps).
     - **num_changed** - number of coordinates this step changed.
-    - **mean_num_changed** - mean number of coordinates a step changed, restarted after
-      warmup.
-    - **coordinates_changed** - ``(N,)`` which flat coordinates changed since warmup ended
-      (since the start during warmup), for the stuck-coordinate warning
-      (:mod:`~numpyro_discrete.kernels.stuck_coordinates`).
+    - **mean_num_changed**, **coordinates_changed** - the mean number of coordinates a
+      step changed and which ones changed (``(N,)``), since warmup ended (since the start
+      during warmup), read by :mod:`~numpyro_discrete.kernels.stuck_coordinates`.
     - **tuning** - :class:`~numpyro_discrete.core.cyclical.TuningState`: the schedules
       (``tuning.step_size_max``, ``tuning.step_size_min``, ``tuning.balancing``, frozen
       once tuning ends) and the bookkeeping of the tuning rounds.

@@ -29,12 +29,9 @@ class ChromaticGibbsState(NamedTuple):
       probabilities ``min(1, A)``: exactly 1 when the colouring is valid.
     - **mean_accept_prob** - mean acceptance probability, restarted after warmup.
     - **num_changed** - number of coordinates this sweep changed.
-    - **mean_num_changed** - mean number of coordinates a step changed, restarted after
-      warmup.
-    - **coordinates_changed** - ``(N,)`` which flat coordinates changed since warmup ended
-      (since the start during warmup): a coordinate that never changes although its
-      conditional says it should is reported by a ``RuntimeWarning``
-      (:mod:`~numpyro_discrete.kernels.stuck_coordinates`).
+    - **mean_num_changed**, **coordinates_changed** - the mean number of coordinates a
+      step changed and which ones changed (``(N,)``), since warmup ended (since the start
+      during warmup), read by :mod:`~numpyro_discrete.kernels.stuck_coordinates`.
     - **rng_key** - random key for the next sweep.
     """
 

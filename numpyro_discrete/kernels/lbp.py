@@ -44,12 +44,9 @@ class LBPState(NamedTuple):
       :class:`ALBP` freezes ``R_t`` at when warmup ends (equal to ``path_length`` for LBP).
     - **window_accept_prob** - average acceptance rate over the same steps (0 for LBP).
     - **num_changed** - number of coordinates this step changed (0 when rejected).
-    - **mean_num_changed** - mean number of coordinates a step changed, restarted after
-      warmup.
-    - **coordinates_changed** - ``(N,)`` which flat coordinates changed since warmup ended
-      (since the start during warmup): a coordinate that never changes although its
-      conditional says it should is reported by a ``RuntimeWarning``
-      (:mod:`~numpyro_discrete.kernels.stuck_coordinates`).
+    - **mean_num_changed**, **coordinates_changed** - the mean number of coordinates a
+      step changed and which ones changed (``(N,)``), since warmup ended (since the start
+      during warmup), read by :mod:`~numpyro_discrete.kernels.stuck_coordinates`.
     - **rng_key** - random key for the next step.
 
     ``num_flips`` is a deprecated alias of ``path_length`` (also as an ``extra_fields``
