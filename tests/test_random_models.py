@@ -318,12 +318,13 @@ def test_kernels_sample_random_models(spec, kernel_name, chain_method, x64):
 @settings(max_examples=2, **SETTINGS)
 @given(
     spec=rm.model_specs(continuous=True),
-    kernel_name=st.sampled_from(["ALBP", "ChromaticGibbs", "LBP"]),
+    kernel_name=st.sampled_from(sorted(KERNELS)),
     chain_method=st.sampled_from(CHAIN_METHODS),
     x64=st.booleans(),
 )
 def test_lbp_gibbs_samples_random_mixed_models(spec, kernel_name, chain_method, x64):
-    """The discrete posterior with a continuous site integrated out (on a grid)."""
+    """``LBPGibbs(NUTS, discrete_kernel=...)``: the discrete posterior with the continuous
+    site integrated out (on a grid)."""
     sample_and_check(spec, kernel_name, chain_method, x64)
 
 
