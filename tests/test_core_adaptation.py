@@ -136,6 +136,66 @@ def test_tuning_round_bookkeeping():
     assert float(tuning.rho) == 0.0
 
 
+@pytest.mark.parametrize(
+    "rates, chosen",
+    [
+        # every value accepts at least rho* = 0.5 (the acceptance of exact ratios rises
+        # with alpha): the largest step size
+        ((0.55, 0.6, 0.7, 0.8, 0.9), 4),
+        # the largest of the values that reach rho*, not the one closest to it (value 3,
+        # then value 2)
+        ((0.9, 0.8, 0.6, 0.45, 0.1), 2),
+        ((0.9, 0.7, 0.45, 0.2, 0.1), 1),
+        # none reaches it: the closest, ties to the smaller step size
+        ((0.4, 0.45, 0.45, 0.2, 0.1), 1),
+    ],
+)
+def test_alpha_max_round_keeps_the_largest_step_size_reaching_the_target(rates, chosen):
+    """A round of EstimateAlpha(MAX) (eq. 9: the largest alpha whose acceptance is rho*)
+    tests LinSpace(bound (1 - z), bound (1 + z), 5), z = zeta |rho* - rho_cur|, with
+    beta_max; the bound moves to the largest value accepting at least rho*, else to the
+    one closest to rho*, and the chain to that value's proposal."""
+    plan = tuning_plan.TuningPlan(0, 0, 0, 1, 5, 1, 2, 1, 4)
+    config = cyclical.TuningConfig(0.5, 0.5, 5.0, 0.05, 0.95, 0.5, 4)
+    base = state.State(jnp.array([-1]), jnp.array(0.0), jnp.zeros((1, 1)))
+    tuning = cyclical.init(base, config)
+    alphas = []
+    for step, rate in enumerate(rates):
+        assert int(tuning_plan.locate(plan, step).phase) == Phase.ALPHA_MAX
+        parameters = cyclical.step_parameters(plan, config, tuning, step)
+        assert float(parameters.balancing) == pytest.approx(0.95)
+        alphas.append(float(parameters.step_size))
+        info = state.Info(jnp.array(rate), jnp.array(True), jnp.array(1))
+        proposed = base._replace(position=jnp.array([step]))
+        tuning, chain = cyclical.update(
+            plan, config, tuning, step, base, proposed, info, parameters
+        )
+    # rho_cur = 0 at the start: z = 0.25 around alpha_ceil = 5
+    np.testing.assert_allclose(alphas, np.linspace(3.75, 6.25, 5), rtol=1e-6)
+    assert float(tuning.step_size_max) == pytest.approx(alphas[chosen])
+    assert float(tuning.rho) == pytest.approx(rates[chosen])
+    assert int(chain.position[0]) == chosen
+
+
+def test_a_short_budget_keeps_the_cosine_balancing_schedule():
+    """Below the budget of EstimateBalSched (2 values of beta per inner position), the plan
+    runs InitBurnin and both step-size searches only, and the beta schedule is InitBurnin's
+    cosine one (Alg. 3, line 5) from beta_max to beta_min."""
+    s = 20
+    assert tuning_plan.plan_tuning(50, s) is None
+    plan = tuning_plan.plan_tuning(50, s, estimate_balancing=False)
+    assert not plan.estimate_balancing and plan.alpha_min_rounds == plan.alpha_max_rounds >= 1
+    b0, b1, b2, b3, b4 = plan.boundaries
+    assert b4 == b3 == plan.num_steps <= 50
+    assert tuning_plan.min_tuning_budget(s, estimate_balancing=False) == 12
+    config = cyclical.TuningConfig(0.5, 0.5, 5.0, 0.05, 0.95, 0.5, s)
+    start = state.State(jnp.array([0]), jnp.array(0.0), jnp.zeros((1, 1)))
+    betas = np.asarray(cyclical.init(start, config).balancing)
+    expected = np.asarray(cyclical.cosine_schedule(0.95, 0.5, s))
+    np.testing.assert_allclose(betas, expected, rtol=1e-6)
+    assert betas[0] == pytest.approx(0.95) and betas[-1] == pytest.approx(0.5)
+
+
 def test_after_tuning_steps_cycle_through_the_frozen_schedules():
     """Once ``i >= plan.num_steps``, step ``i`` uses position ``(i - num_steps) mod s`` of
     :func:`cyclical.final`'s schedules, and :func:`cyclical.update` passes the tuning state
@@ -170,6 +230,7 @@ def test_tuning_plan_fits_budget():
         assert plan is not None and plan.num_steps <= budget
         assert plan.alpha_min_rounds == plan.alpha_max_rounds >= 1
     assert tuning_plan.plan_tuning(50, 20) is None
+    assert tuning_plan.min_tuning_budget(20) == 90
     assert tuning_plan.plan_tuning(tuning_plan.min_tuning_budget(20), 20) is not None
     fixed = tuning_plan.plan_tuning(100, 20, estimate_alpha_min=False, estimate_alpha_max=False)
     assert fixed.alpha_min_rounds == fixed.alpha_max_rounds == 0

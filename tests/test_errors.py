@@ -359,9 +359,14 @@ def test_dmala_argument_errors(kwargs, match):
 
 
 def test_acs_short_warmup_error_names_the_fix():
-    mcmc = MCMC(ACS(binary_model), num_warmup=100, num_samples=10, progress_bar=False)
-    with pytest.raises(ValueError, match=r"num_warmup >= \d+"):
+    """ACS tunes in up to half of warmup; both step-size searches need 12 steps."""
+    mcmc = MCMC(ACS(binary_model), num_warmup=20, num_samples=10, progress_bar=False)
+    with pytest.raises(
+        ValueError, match=r"here in 10 steps .* needs at least 12\. Use `num_warmup >= 24`"
+    ):
         mcmc.run(random.key(0))
+    given = ACS(binary_model, alpha_max=1.0, alpha_min=0.1)
+    MCMC(given, num_warmup=20, num_samples=10, progress_bar=False).run(random.key(0))
 
 
 def test_acs_no_discrete_sites_error():

@@ -53,6 +53,8 @@ class TuningPlan(NamedTuple):
     - **balancing_proposals** - ``beta`` values tested per schedule position (Alg. 5).
     - **balancing_repeats** - proposals per tested ``beta``.
     - **cycle_length** - ``s``.
+    - **estimate_balancing** - whether EstimateBalSched runs; without it the ``beta``
+      schedule stays the naive cosine one of InitBurnin (Alg. 3, line 5).
     """
 
     burnin_steps: int
@@ -64,6 +66,7 @@ class TuningPlan(NamedTuple):
     balancing_proposals: int
     balancing_repeats: int
     cycle_length: int
+    estimate_balancing: bool = True
 
     @property
     def alpha_round(self) -> int:
@@ -82,7 +85,8 @@ class TuningPlan(NamedTuple):
         b1 = b0 + self.burnin_mh_steps
         b2 = b1 + self.alpha_min_rounds * self.alpha_round
         b3 = b2 + self.alpha_max_rounds * self.alpha_round
-        b4 = b3 + _num_balancing_positions(self.cycle_length) * self.balancing_round
+        positions = _num_balancing_positions(self.cycle_length) if self.estimate_balancing else 0
+        b4 = b3 + positions * self.balancing_round
         return b0, b1, b2, b3, b4
 
     @property
@@ -102,14 +106,16 @@ def plan_tuning(
     cycle_length: int,
     estimate_alpha_min: bool = True,
     estimate_alpha_max: bool = True,
+    estimate_balancing: bool = True,
 ) -> TuningPlan | None:
     """
     Split `budget` tuning steps between the phases of Alg. 2, or ``None`` when it is too
     small (see :func:`min_tuning_budget`).
 
     - InitBurnin: up to a tenth of the budget per stage, at most 50 steps each (the paper's).
-    - EstimateBalSched: up to four tenths; at each position ``t`` values of ``beta`` (the
-      paper's 10, at least 2), each tested on up to 4 proposals.
+    - EstimateBalSched (with `estimate_balancing`): up to four tenths; at each position ``t``
+      values of ``beta`` (the paper's 10, at least 2), each tested on up to 4 proposals.
+      Without it the ``beta`` schedule is InitBurnin's cosine one (Alg. 3, line 5).
     - EstimateAlpha: the rest, shared by the two calls; rounds of ``t = 5`` step sizes (the
       paper's), each tested on up to 8 proposals while that leaves 25 rounds per call.
 
@@ -118,7 +124,7 @@ def plan_tuning(
     state instead. With a single proposal the rounds' choices are mostly noise, and the
     searches drift past the target.
     """
-    positions = _num_balancing_positions(cycle_length)
+    positions = _num_balancing_positions(cycle_length) if estimate_balancing else 0
     burnin = min(50, budget // 10)
     per_position = (4 * budget // 10) // positions if positions else 0
     balancing_proposals = min(10, per_position)
@@ -143,15 +149,24 @@ def plan_tuning(
         balancing_proposals=max(balancing_proposals, 1),
         balancing_repeats=max(balancing_repeats, 1),
         cycle_length=cycle_length,
+        estimate_balancing=bool(positions),
     )
 
 
 def min_tuning_budget(
-    cycle_length: int, estimate_alpha_min: bool = True, estimate_alpha_max: bool = True
+    cycle_length: int,
+    estimate_alpha_min: bool = True,
+    estimate_alpha_max: bool = True,
+    estimate_balancing: bool = True,
 ) -> int:
     """The smallest budget for which :func:`plan_tuning` returns a plan."""
     budget = 0
-    while plan_tuning(budget, cycle_length, estimate_alpha_min, estimate_alpha_max) is None:
+    while (
+        plan_tuning(
+            budget, cycle_length, estimate_alpha_min, estimate_alpha_max, estimate_balancing
+        )
+        is None
+    ):
         budget += 1
     return budget
 
