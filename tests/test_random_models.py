@@ -334,7 +334,8 @@ def test_lbp_gibbs_samples_random_mixed_models(spec, kernel_name, chain_method, 
 @pytest.mark.slow
 @settings(max_examples=500, **SETTINGS)
 @given(
-    spec=rm.model_specs(),
+    # one model in four has a continuous site (LBPGibbs with NUTS compiles for longest)
+    spec=st.sampled_from([False, False, False, True]).flatmap(rm.model_specs),
     kernel_name=st.sampled_from(sorted(KERNELS)),
     chain_method=st.sampled_from(CHAIN_METHODS),
     x64=st.booleans(),
