@@ -307,44 +307,40 @@ def test_coordinatewise_step_is_exact_on_random_models(spec, x64):
 # --- sampling through MCMC -----------------------------------------------------------------
 
 
+def model_kernel_pairs(continuous: st.SearchStrategy[bool]) -> st.SearchStrategy[tuple]:
+    """``(spec, kernel name, chain method, x64)``; `continuous` draws whether the model has
+    a continuous site (then the kernel is the discrete block of ``LBPGibbs(NUTS)``)."""
+    return st.tuples(
+        continuous.flatmap(rm.model_specs),
+        st.sampled_from(sorted(KERNELS)),
+        st.sampled_from(CHAIN_METHODS),
+        st.booleans(),
+    )
+
+
 @settings(max_examples=10, **SETTINGS)
-@given(
-    spec=rm.model_specs(continuous=False),
-    kernel_name=st.sampled_from(sorted(KERNELS)),
-    chain_method=st.sampled_from(CHAIN_METHODS),
-    x64=st.booleans(),
-)
-def test_kernels_sample_random_models(spec, kernel_name, chain_method, x64):
-    sample_and_check(spec, kernel_name, chain_method, x64)
+@given(pair=model_kernel_pairs(st.just(False)))
+def test_kernels_sample_random_models(pair):
+    sample_and_check(*pair)
 
 
 @settings(max_examples=2, **SETTINGS)
-@given(
-    spec=rm.model_specs(continuous=True),
-    kernel_name=st.sampled_from(sorted(KERNELS)),
-    chain_method=st.sampled_from(CHAIN_METHODS),
-    x64=st.booleans(),
-)
-def test_lbp_gibbs_samples_random_mixed_models(spec, kernel_name, chain_method, x64):
+@given(pair=model_kernel_pairs(st.just(True)))
+def test_lbp_gibbs_samples_random_mixed_models(pair):
     """``LBPGibbs(NUTS, discrete_kernel=...)``: the discrete posterior with the continuous
     site integrated out (on a grid)."""
-    sample_and_check(spec, kernel_name, chain_method, x64)
+    sample_and_check(*pair)
 
 
 @pytest.mark.slow
 @settings(max_examples=500, **SETTINGS)
-@given(
-    # one model in four has a continuous site (LBPGibbs with NUTS compiles for longest)
-    spec=st.sampled_from([False, False, False, True]).flatmap(rm.model_specs),
-    kernel_name=st.sampled_from(sorted(KERNELS)),
-    chain_method=st.sampled_from(CHAIN_METHODS),
-    x64=st.booleans(),
-)
-def test_many_random_model_kernel_pairs(spec, kernel_name, chain_method, x64):
+# one model in four has a continuous site (LBPGibbs with NUTS compiles for longest)
+@given(pair=model_kernel_pairs(st.sampled_from([False, False, False, True])))
+def test_many_random_model_kernel_pairs(pair):
     """At least 500 model-kernel pairs in one process (the slow tier runs without xdist):
     every kernel, chain method and precision, discrete-only models and, inside
     ``LBPGibbs(NUTS)``, models with a continuous site."""
-    sample_and_check(spec, kernel_name, chain_method, x64)
+    sample_and_check(*pair)
 
 
 # --- the bugs this suite found, minimal ---------------------------------------------------
