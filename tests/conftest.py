@@ -16,6 +16,11 @@ def x64():
 
 
 def pytest_collection_modifyitems(config, items):
-    """The soak test runs last: it is the longest, and CI's slow tier stops at a time
-    budget, so every shorter test gets its turn first."""
-    items.sort(key=lambda item: item.path.name == "test_soak.py")
+    """The longest tests run last, the 500 random model-kernel pairs after the soak test:
+    CI's slow tier stops at a time budget, so every shorter test gets its turn first."""
+    items.sort(
+        key=lambda item: (
+            item.name == "test_many_random_model_kernel_pairs",
+            item.path.name == "test_soak.py",
+        )
+    )
