@@ -334,12 +334,16 @@ class DiscreteKernel(MCMCKernel):
         rng_key: jax.Array,
     ) -> dict[str, Any]:
         """The fields every kernel state shares, after a step from `state` to `new`."""
-        # running mean of the acceptance, restarted when warmup ends
+        # running means of the acceptance and of the coordinates changed, restarted when
+        # warmup ends (n = 1 at the first sampling step)
         itr = state.i + 1
         n = jnp.where(state.i < self._num_warmup, itr, itr - self._num_warmup)
         mean_accept_prob = (
             state.mean_accept_prob + (info.acceptance_rate - state.mean_accept_prob) / n
         )
+        # int32 as in the initial state, also where a count is int64 (64-bit mode)
+        num_changed = jnp.asarray(info.num_changed, jnp.int32)
+        mean_num_changed = state.mean_num_changed + (num_changed - state.mean_num_changed) / n
         fields = dict(
             i=itr,
             z=self._target.unflatten(new.position),
@@ -347,10 +351,10 @@ class DiscreteKernel(MCMCKernel):
             log_ratios=new.log_ratios,
             accept_prob=info.acceptance_rate,
             mean_accept_prob=mean_accept_prob,
-            # int32 as in the initial state, also where a count is int64 (64-bit mode)
-            num_changed=jnp.asarray(info.num_changed, jnp.int32),
+            num_changed=num_changed,
+            mean_num_changed=mean_num_changed,
+            coordinates_changed=self._watch.coordinates_changed(state, new.position),
             rng_key=rng_key,
-            **self._watch.update(state, new.position, jnp.asarray(info.num_changed, jnp.int32)),
         )
         if new.log_ratios is None:
             del fields["log_ratios"]

@@ -95,16 +95,12 @@ class StuckCoordinateWatch:
         self._advice = advice
         self._reported: set[int] = set()
 
-    def update(self, state: Any, new_position: jax.Array, num_changed: jax.Array) -> dict:
-        """The fields ``coordinates_changed`` and ``mean_num_changed`` after one step from
-        `state` (both restarted when sampling starts)."""
+    def coordinates_changed(self, state: Any, new_position: jax.Array) -> jax.Array:
+        """The field ``coordinates_changed`` after one step from `state` to
+        `new_position` (restarted when sampling starts)."""
         restart = state.i == self._num_warmup
         changed = jnp.where(restart, False, state.coordinates_changed)
-        changed = changed | (new_position != self._target.flatten(state.z))
-        steps = jnp.where(state.i < self._num_warmup, state.i + 1, state.i + 1 - self._num_warmup)
-        mean = jnp.where(restart, 0.0, state.mean_num_changed)
-        mean = mean + (num_changed - mean) / steps
-        return dict(coordinates_changed=changed, mean_num_changed=mean)
+        return changed | (new_position != self._target.flatten(state.z))
 
     def check(self, state: Any, model_args: tuple, model_kwargs: Any, batched: bool = False) -> Any:
         """`state` unchanged, after warning about stuck coordinates at a check step; with
