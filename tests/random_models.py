@@ -37,6 +37,9 @@ IDIOMS = (
     "where",
     "product",
     "sum",
+    "chain_sum",
+    "sum_of_sums",
+    "logsumexp",
     "matmul",
     "matvec",
     "transpose",
@@ -234,6 +237,14 @@ def build_model(spec: ModelSpec):
         if idiom == "sum":
             x, y = _aligned(af, bf[::-1] if bf.ndim == 1 else bf)
             return (c * x * y).sum()
+        if idiom == "chain_sum":  # a chain's coupling written as one sum
+            flat = jnp.reshape(af, -1)
+            return c * jnp.sum(flat[1:] * flat[:-1]) if flat.shape[0] > 1 else c * flat.sum()
+        if idiom == "sum_of_sums":  # log_prob(x).sum() style, plus a weighted sum
+            x, y = _aligned(af, bf)
+            return const["table"][a - _offset(first)].sum() + 0.5 * jnp.sum(c * x * y)
+        if idiom == "logsumexp":  # truly dense: one term on every coordinate of both sites
+            return jax.nn.logsumexp(c * jnp.concatenate([jnp.ravel(af), jnp.ravel(bf)]))
         if idiom == "matmul":
             return 0.5 * jnp.ravel(af) @ const["matrix"] @ jnp.ravel(bf)
         if idiom == "matvec":

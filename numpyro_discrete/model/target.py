@@ -48,6 +48,7 @@ from numpyro_discrete.model.potential import (
 from numpyro_discrete.numpyro_internals import prepare_model_for_potential
 from numpyro_discrete.structure.colouring import TermStructure, dense_structure, term_structure
 from numpyro_discrete.structure.dependencies import TermDependencies, detect_dependencies
+from numpyro_discrete.structure.sums import split_sums
 
 __all__ = ["DiscreteTarget", "ModelSites", "model_sites"]
 
@@ -270,9 +271,12 @@ class DiscreteTarget:
                 f"{kernel_name}: the discrete sites have no coordinates (site shapes "
                 f"{shapes}), so there is nothing to sample. Give a site a non-empty shape."
             )
-        log_joint, log_terms = functions
         if isinstance(initial, jax.core.Tracer):
             initial = layout.coordinate_supports().lower  # any point: the structure is read
+        functions, site_functions = _with_summands_as_terms(
+            functions, site_functions, layout, initial
+        )
+        log_joint, log_terms = functions
         if ordinal_window is None:
             scales = move_scales(layout, np.asarray(initial), model_trace)
             window = ladder_offsets(scales, support_spans(layout))
@@ -440,6 +444,31 @@ class DiscreteTarget:
             return {**z, **deterministic}
 
         return fn
+
+
+def _with_summands_as_terms(
+    functions: tuple[SiteLogJoint, SiteLogJoint],
+    site_functions: SiteFunctions,
+    layout: SiteLayout,
+    initial: jax.Array,
+) -> tuple[tuple[SiteLogJoint, SiteLogJoint], SiteFunctions]:
+    """The functions with terms that are sums split into their summands
+    (:func:`~numpyro_discrete.structure.sums.split_sums`), where the model has such sums;
+    unchanged otherwise."""
+    log_joint, log_terms = functions
+    split = split_sums(log_terms)
+
+    def num_terms(fn: SiteLogJoint) -> int:
+        return jax.eval_shape(flat_log_density(fn, layout), initial).shape[0]
+
+    if num_terms(split) == num_terms(log_terms):
+        return functions, site_functions
+
+    def split_site_functions(args: tuple, kwargs: Mapping[str, Any]):
+        joint, terms = site_functions(args, kwargs)
+        return joint, split_sums(terms)
+
+    return (log_joint, split), split_site_functions
 
 
 def _detect_structure(
