@@ -269,9 +269,7 @@ def _concatenated(invals: list, axis: int, shape: tuple, dtype: Any) -> _Sum:
     plains = []
     for value, operand_shape in zip(invals, shapes, strict=True):
         if isinstance(value, _Sum):
-            plains.append(
-                jnp.zeros(operand_shape, dtype) if value.plain is None else value.plain
-            )
+            plains.append(jnp.zeros(operand_shape, dtype) if value.plain is None else value.plain)
         else:
             plains.append(jnp.asarray(value).astype(dtype))
     summands: list[_Summands] = []
