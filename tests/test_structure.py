@@ -77,9 +77,10 @@ def mixed_model():
 
 
 def dense_model():
-    """One scalar factor over every coordinate: no sparse structure."""
+    """One scalar factor over every coordinate that is not a sum (a square of one): no
+    sparse structure."""
     x = numpyro.sample("x", dist.Bernoulli(0.5).expand([5]))
-    numpyro.factor("all", 0.3 * jnp.sum(x[:-1] * x[1:]))
+    numpyro.factor("all", 0.3 * jnp.sum(x[:-1] * x[1:]) ** 2)
 
 
 MODELS = {
@@ -153,7 +154,7 @@ def test_masked_terms_depend_on_nothing():
     assert not np.isin(np.flatnonzero(masked) + prior_terms, target.structure.pair_terms).any()
 
 
-def test_a_summed_factor_is_dense():
+def test_a_factor_of_every_coordinate_is_dense():
     target = _target(dense_model)
     assert target.structure.dense_terms.size == 1
     assert target.num_colours == 5
