@@ -1,8 +1,9 @@
 """Fast MCMC for the discrete latent variables of NumPyro models: locally balanced
-proposals with gradients, multi-site path moves, adaptive path lengths, and chromatic Gibbs
-on the structure read from the model."""
+proposals with gradients, multi-site path moves, adaptive path lengths, chromatic Gibbs
+and exact chain-block Gibbs on the structure read from the model."""
 
 from numpyro_discrete.kernels.acs import ACS, DMALA, ACSState
+from numpyro_discrete.kernels.block_gibbs import BlockGibbs, BlockGibbsState
 from numpyro_discrete.kernels.chromatic import ChromaticGibbs, ChromaticGibbsState
 from numpyro_discrete.kernels.lbp import ALBP, LBP, LBPState
 from numpyro_discrete.kernels.lbp_gibbs import LBPGibbs, LBPGibbsState
@@ -12,6 +13,8 @@ __all__ = [
     "ACS",
     "ACSState",
     "ALBP",
+    "BlockGibbs",
+    "BlockGibbsState",
     "ChromaticGibbs",
     "ChromaticGibbsState",
     "DMALA",

@@ -1,0 +1,304 @@
+"""Block Gibbs by chain blocks (``ALGORITHMS.md``, "Chain blocks"; Carter and Kohn 1994):
+one sweep visits every class of chain blocks; the blocks of a class are drawn at once, each
+jointly from its exact conditional given everything outside it, by forward filtering,
+backward sampling (:mod:`~numpyro_discrete.core.chain_block`). The chain's unary and
+pairwise log-potentials are read from the terms of ``log pi``: with every even position of
+every block of the class set to value ``u`` and every odd one to ``v``, one evaluation of
+the term array gives each term touching one position its value there and each term
+touching two consecutive positions its value at ``(u, v)`` or ``(v, u)``; ``M^2``
+evaluations give all potentials (``M`` without pairwise terms). A Metropolis-Hastings test
+of each class's joint move, with the reverse draw's probability from the potentials at the
+new state, keeps the sweep exact when detection missed a dependency; when the blocks are
+valid chains it accepts with probability 1.
+"""
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+import numpy as np
+
+import jax
+from jax import lax, random
+import jax.numpy as jnp
+
+from numpyro_discrete.core.neighbourhood import CoordinateSupports, SupportKind
+from numpyro_discrete.core.state import Info, State, mh_accept
+from numpyro_discrete.structure.chain_blocks import ChainBlocks
+from numpyro_discrete.structure.colouring import TermStructure
+
+__all__ = [
+    "MAX_BLOCK_VALUES",
+    "BlockPlan",
+    "block_plan",
+    "build_kernel",
+    "chain_log_prob",
+    "class_potentials",
+    "forward_filter",
+    "init",
+    "sample_chain",
+    "value_counts",
+]
+
+LogTerms = Callable[[jax.Array], jax.Array]
+
+MAX_BLOCK_VALUES = 64
+"""The most values a coordinate of a block may take (the potentials cost ``M^2``
+evaluations of the terms per class)."""
+
+
+class BlockPlan(NamedTuple):
+    """
+    Static (numpy) tables of one sweep, per class ``c`` padded to common sizes.
+
+    - **coords** - ``(C, B, L)`` the coordinates of the class's blocks, padded with ``N``.
+    - **unary_terms**, **unary_slots** - ``(C, U)`` the terms touching one position of a
+      block of the class and that position (``b L + i``), padded with ``E`` and ``B L``.
+    - **pair_terms**, **pair_slots**, **pair_odd** - ``(C, P)`` the terms touching two
+      consecutive positions ``(i, i + 1)``, the slot of ``i``, and whether ``i`` is odd
+      (then the evaluation at ``(u, v)`` gives the pair ``(v, u)``).
+    - **lower**, **num_values** - ``(N + 1,)`` the smallest value and the number of values
+      of each coordinate (the padding row: 0 and 1).
+    - **max_values** - ``M``, the most values of a coordinate.
+    """
+
+    coords: np.ndarray
+    unary_terms: np.ndarray
+    unary_slots: np.ndarray
+    pair_terms: np.ndarray
+    pair_slots: np.ndarray
+    pair_odd: np.ndarray
+    lower: np.ndarray
+    num_values: np.ndarray
+    max_values: int
+
+
+def value_counts(supports: CoordinateSupports) -> np.ndarray:
+    """``(N,)`` the number of values of each coordinate (huge for unbounded ones)."""
+    ordinal = supports.kind == SupportKind.ORDINAL
+    span = supports.upper.astype(np.int64) - supports.lower.astype(np.int64) + 1
+    return np.where(ordinal, span, supports.num_categories).astype(np.int64)
+
+
+def block_plan(
+    blocks: ChainBlocks, structure: TermStructure, supports: CoordinateSupports
+) -> BlockPlan:
+    """The tables of a sweep over the classes of `blocks` (see :class:`BlockPlan`)."""
+    num_coords, num_terms = structure.num_coords, structure.num_terms
+    counts = value_counts(supports)
+    per_class = [np.flatnonzero(blocks.block_class == c) for c in range(blocks.num_classes)]
+    width = max(len(rows) for rows in per_class)
+    length = blocks.coords.shape[1]
+    coords = np.full((blocks.num_classes, width, length), num_coords, np.int32)
+    slot_of = np.full((blocks.num_classes, num_coords + 1), -1, np.int64)
+    for c, rows in enumerate(per_class):
+        coords[c, : len(rows)] = blocks.coords[rows]
+        flat = coords[c].ravel()
+        real = flat < num_coords
+        slot_of[c, flat[real]] = np.flatnonzero(real)
+    unary, pairs = [], []
+    for c in range(blocks.num_classes):
+        slots = slot_of[c, structure.pair_coords]
+        inside = slots >= 0
+        terms, slots = structure.pair_terms[inside].astype(np.int64), slots[inside]
+        order = np.lexsort((slots, terms))
+        terms, slots = terms[order], slots[order]
+        starts = np.flatnonzero(np.r_[True, terms[1:] != terms[:-1]]) if terms.size else terms
+        sizes = np.diff(np.r_[starts, terms.size])
+        one, two = starts[sizes == 1], starts[sizes == 2]
+        unary_terms, unary_slots = terms[one], slots[one]
+        if structure.dense_terms.size:
+            # dense terms touch the class's (single) coordinate at slot 0
+            unary_terms = np.r_[unary_terms, structure.dense_terms]
+            unary_slots = np.r_[unary_slots, np.zeros(structure.dense_terms.size, np.int64)]
+        unary.append((unary_terms, unary_slots))
+        pair_slots = slots[two]
+        pairs.append((terms[two], pair_slots, (pair_slots % length) % 2 == 1))
+    num_slots = width * length
+
+    def padded(columns: list[np.ndarray], fill: int) -> np.ndarray:
+        size = max((len(col) for col in columns), default=0)
+        table = np.full((len(columns), size), fill, np.int64)
+        for row, col in enumerate(columns):
+            table[row, : len(col)] = col
+        return table
+
+    return BlockPlan(
+        coords=coords,
+        unary_terms=padded([u[0] for u in unary], num_terms).astype(np.int32),
+        unary_slots=padded([u[1] for u in unary], num_slots).astype(np.int32),
+        pair_terms=padded([p[0] for p in pairs], num_terms).astype(np.int32),
+        pair_slots=padded([p[1] for p in pairs], num_slots).astype(np.int32),
+        pair_odd=padded([p[2] for p in pairs], 0).astype(bool),
+        lower=np.r_[supports.lower, 0].astype(np.int32),
+        num_values=np.r_[np.minimum(counts, MAX_BLOCK_VALUES + 1), 1].astype(np.int32),
+        max_values=int(counts.max()) if counts.size else 1,
+    )
+
+
+def _logsumexp(a: jax.Array, axis: int) -> jax.Array:
+    """``logsumexp`` that maps an all ``-inf`` slice to ``-inf`` (no NaN)."""
+    top = jnp.max(a, axis=axis, keepdims=True)
+    top = jnp.where(jnp.isfinite(top), top, 0.0)
+    return jnp.squeeze(top, axis) + jnp.log(jnp.sum(jnp.exp(a - top), axis=axis))
+
+
+def forward_filter(unary: jax.Array, pairwise: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """``(log_alphas, log_normaliser)`` of the chain ``p(x) ∝ exp(sum_i phi_i(x_i) + sum_i
+    psi_i(x_i, x_{i+1}))``: ``alpha_i(v) = log p(x_i = v, evidence of 1..i)`` up to a
+    constant, normalised per step; `unary` ``(L, M)``, `pairwise` ``(L - 1, M, M)``."""
+
+    def step(carry: tuple, inputs: tuple) -> tuple:
+        alpha, log_z = carry
+        psi, phi = inputs
+        # ALGORITHMS.md, "Chain blocks": a_{i+1}(v) = phi_{i+1}(v) + lse_u a_i(u) + psi_i(u, v)
+        new = phi + _logsumexp(alpha[:, None] + psi, axis=0)
+        norm = _logsumexp(new, axis=0)
+        return (new - norm, log_z + norm), new - norm
+
+    first_norm = _logsumexp(unary[0], axis=0)
+    first = unary[0] - first_norm
+    (_, log_z), rest = lax.scan(step, (first, first_norm), (pairwise, unary[1:]))
+    return jnp.concatenate([first[None], rest]), log_z
+
+
+def sample_chain(
+    rng_key: jax.Array, unary: jax.Array, pairwise: jax.Array
+) -> tuple[jax.Array, jax.Array]:
+    """One exact draw of the chain (value indices ``(L,)``) by backward sampling, and its
+    log-probability."""
+    log_alphas, log_z = forward_filter(unary, pairwise)
+    keys = random.split(rng_key, unary.shape[0])
+    last = random.categorical(keys[-1], log_alphas[-1])
+
+    def back(following: jax.Array, inputs: tuple) -> tuple:
+        alpha, psi, key = inputs
+        # b_i ~ softmax(a_i(u) + psi_i(u, b_{i+1}))
+        state = random.categorical(key, alpha + psi[:, following])
+        return state, state
+
+    _, states = lax.scan(back, last, (log_alphas[:-1], pairwise, keys[:-1]), reverse=True)
+    states = jnp.concatenate([states, last[None]]).astype(jnp.int32)
+    return states, chain_log_prob(states, unary, pairwise, log_z)
+
+
+def chain_log_prob(
+    states: jax.Array,
+    unary: jax.Array,
+    pairwise: jax.Array,
+    log_normaliser: jax.Array | None = None,
+) -> jax.Array:
+    """``log p(states)`` under the chain's potentials (`log_normaliser` from
+    :func:`forward_filter`, computed when not given)."""
+    if log_normaliser is None:
+        log_normaliser = forward_filter(unary, pairwise)[1]
+    positions = jnp.arange(states.shape[0])
+    energy = jnp.sum(unary[positions, states])
+    if pairwise.shape[0]:
+        energy = energy + jnp.sum(pairwise[positions[:-1], states[:-1], states[1:]])
+    return energy - log_normaliser
+
+
+def init(position: jax.Array, log_terms: LogTerms) -> State:
+    """The state at `position` (``log pi`` the sum of the terms; no ratios cached)."""
+    return State(position, jnp.sum(log_terms(position)), None)
+
+
+def class_potentials(
+    log_terms: LogTerms, plan: BlockPlan, c: jax.Array, x: jax.Array, terms_x: jax.Array
+) -> tuple[jax.Array, jax.Array]:
+    """The unary ``(B, L, M)`` and pairwise ``(B, L - 1, M, M)`` log-potentials of the blocks
+    of class `c` given `x` (each term's change from `x`; ``-inf`` for values outside a
+    coordinate's support)."""
+    coords = jnp.asarray(plan.coords)[c]
+    num_blocks, length = coords.shape
+    m = plan.max_values
+    lower = jnp.asarray(plan.lower)[coords]
+    count = jnp.asarray(plan.num_values)[coords]
+    even = (jnp.arange(length) % 2 == 0)[None, :]
+    terms_pad = jnp.concatenate([terms_x, jnp.zeros(1, terms_x.dtype)])
+    unary_terms = jnp.asarray(plan.unary_terms)[c]
+    pair_terms = jnp.asarray(plan.pair_terms)[c]
+
+    def terms_at(u: jax.Array, v: jax.Array) -> jax.Array:
+        value = jnp.where(even, u, v)
+        moved = lower + jnp.minimum(value, count - 1)
+        y = x.at[coords].set(moved.astype(x.dtype), mode="drop")
+        changed = jnp.concatenate([log_terms(y), jnp.zeros(1, terms_x.dtype)]) - terms_pad
+        return changed
+
+    values = jnp.arange(m)
+    num_slots = num_blocks * length
+    has_pairs = plan.pair_terms.shape[1] > 0
+    if has_pairs:
+        # every (u, v): the pair terms, and the unary ones from the diagonal u = v
+        columns = jnp.concatenate([unary_terms, pair_terms])
+        grid = lax.map(lambda u: jax.vmap(lambda v: terms_at(u, v)[columns])(values), values)
+        diagonal = grid[values, values, : unary_terms.shape[0]]
+        grid = jnp.moveaxis(grid[:, :, unary_terms.shape[0] :], 2, 0)  # (P, M, M)
+    else:
+        diagonal = jax.vmap(lambda w: terms_at(w, w)[unary_terms])(values)  # (M, U)
+    phi = jnp.zeros((num_slots + 1, m), terms_x.dtype)
+    phi = phi.at[jnp.asarray(plan.unary_slots)[c]].add(diagonal.T)[:num_slots]
+    phi = phi.reshape(num_blocks, length, m)
+    phi = jnp.where(values < count[..., None], phi, -jnp.inf)
+    psi = jnp.zeros((num_blocks, max(length - 1, 0), m, m), terms_x.dtype)
+    if has_pairs:
+        # (u, v) were set at even, odd positions: a pair starting at an odd one is (v, u)
+        odd = jnp.asarray(plan.pair_odd)[c][:, None, None]
+        pair = jnp.where(odd, jnp.swapaxes(grid, 1, 2), grid)
+        flat = jnp.zeros((num_slots + 1, m, m), terms_x.dtype)
+        flat = flat.at[jnp.asarray(plan.pair_slots)[c]].add(pair)[:num_slots]
+        psi = flat.reshape(num_blocks, length, m, m)[:, :-1]
+    return phi, psi
+
+
+def build_kernel(plan: BlockPlan) -> Callable[[jax.Array, State, LogTerms], tuple[State, Info]]:
+    """
+    One sweep over the classes of chain blocks: ``(rng_key, state, log_terms) -> (state,
+    info)``. ``info.acceptance_rate`` is the mean acceptance probability over the classes,
+    ``info.is_accepted`` whether every class's move was taken.
+    """
+    num_classes = plan.coords.shape[0]
+
+    def class_move(log_terms: LogTerms, carry: tuple, inputs: tuple) -> tuple:
+        x, terms_x, log_p = carry
+        c, key = inputs
+        key_draw, key_accept = random.split(key)
+        coords = jnp.asarray(plan.coords)[c]
+        lower = jnp.asarray(plan.lower)[coords]
+        # forward: every block of the class from its exact conditional at x
+        phi, psi = class_potentials(log_terms, plan, c, x, terms_x)
+        keys = random.split(key_draw, coords.shape[0])
+        index, log_q_forward = jax.vmap(sample_chain)(keys, phi, psi)
+        y = x.at[coords].set((lower + index).astype(x.dtype), mode="drop")
+        # reverse: the probability of drawing x's blocks from the conditionals at y
+        terms_y = log_terms(y)
+        log_p_y = jnp.sum(terms_y)
+        phi_y, psi_y = class_potentials(log_terms, plan, c, y, terms_y)
+        x_index = jnp.take(x, coords, mode="fill", fill_value=0) - lower
+        x_index = jnp.where(coords < x.shape[0], x_index, 0)
+        log_q_reverse = jax.vmap(chain_log_prob)(x_index, phi_y, psi_y)
+        log_accept = log_p_y - log_p + jnp.sum(log_q_reverse) - jnp.sum(log_q_forward)
+        (x_new, terms_new, log_p_new), accept_prob, accepted = mh_accept(
+            key_accept,
+            log_accept,
+            (y, terms_y, log_p_y),
+            (x, terms_x, log_p),
+            jnp.isfinite(log_p_y),
+        )
+        num_changed = jnp.where(accepted, jnp.sum(y != x, dtype=jnp.int32), 0)
+        return (x_new, terms_new, log_p_new), (accept_prob, accepted, num_changed)
+
+    def kernel(rng_key: jax.Array, state: State, log_terms: LogTerms) -> tuple[State, Info]:
+        x = state.position
+        terms_x = log_terms(x)
+        keys = random.split(rng_key, num_classes)
+        (x, _, log_p), (accept_prob, accepted, num_changed) = lax.scan(
+            lambda carry, inputs: class_move(log_terms, carry, inputs),
+            (x, terms_x, jnp.sum(terms_x)),
+            (jnp.arange(num_classes), keys),
+        )
+        info = Info(jnp.mean(accept_prob), jnp.all(accepted), jnp.sum(num_changed, dtype=jnp.int32))
+        return State(x, log_p, None), info
+
+    return kernel
