@@ -103,11 +103,21 @@ from jax import lax, random
 import jax.numpy as jnp
 
 import numpyro
-from numpyro.infer import HMC, MCMC, NUTS, DiscreteGibbs, DiscreteHMCGibbs, Gibbs, MixedHMC
+from numpyro.diagnostics import split_gelman_rubin
+from numpyro.infer import (
+    HMC,
+    MCMC,
+    NUTS,
+    DiscreteGibbs,
+    DiscreteHMCGibbs,
+    Gibbs,
+    HMCGibbs,
+    MixedHMC,
+)
 from numpyro.infer.gibbs import discrete_latent_sites
 from numpyro.infer.mcmc import MCMCKernel
 
-from numpyro_discrete import ALBP, ChromaticGibbs, LBPGibbs
+from numpyro_discrete import ALBP, BlockGibbs, ChromaticGibbs, LBPGibbs
 
 from benchmarks.measurement import (
     PROBE_DRAWS,
@@ -126,6 +136,7 @@ from benchmarks.targets import (
     fhmm_data,
     fhmm_elementwise_model,
     fhmm_enumerated_model,
+    fhmm_ffbs_gibbs_fn,
     fhmm_model,
 )
 
@@ -137,7 +148,7 @@ GIBBS_TYPE = ("Gibbs[DiscreteGibbs-mod]", "DiscreteHMCGibbs", "MixedHMC")
 class Method:
     """
     - **name** - label in the table.
-    - **make** - ``(model, enumerated_model) -> kernel``.
+    - **make** - ``(model, enumerated_model, model_args) -> kernel``.
     - **samples_x** - whether the kernel samples ``X`` (False when it is summed out).
     - **sweep_based** - whether it takes the ``--gibbs-*`` step counts.
     - **reports_discrete_move** - whether its state has the discrete block's
@@ -146,7 +157,7 @@ class Method:
     """
 
     name: str
-    make: Callable[[Callable, Callable], MCMCKernel]
+    make: Callable[[Callable, Callable, tuple], MCMCKernel]
     samples_x: bool
     sweep_based: bool
     reports_discrete_move: bool = False
@@ -154,17 +165,17 @@ class Method:
 
 
 METHODS = (
-    Method("LBPGibbs", lambda m, e: LBPGibbs(NUTS(m)), True, False, True),
+    Method("LBPGibbs", lambda m, e, a: LBPGibbs(NUTS(m)), True, False, True),
     Method(
         "LBPGibbs[10 moves]",
-        lambda m, e: LBPGibbs(NUTS(m), num_discrete_steps=10),
+        lambda m, e, a: LBPGibbs(NUTS(m), num_discrete_steps=10),
         True,
         False,
         True,
     ),
     Method(
         "LBPGibbs[exact]",
-        lambda m, e: LBPGibbs(NUTS(m), discrete_kernel=ALBP(m, weights="exact")),
+        lambda m, e, a: LBPGibbs(NUTS(m), discrete_kernel=ALBP(m, weights="exact")),
         True,
         False,
         True,
@@ -173,7 +184,7 @@ METHODS = (
     # the kernels find); both blocks must be built on the same model
     Method(
         "LBPGibbs[exact, coloured]",
-        lambda m, e: LBPGibbs(
+        lambda m, e, a: LBPGibbs(
             NUTS(fhmm_elementwise_model),
             discrete_kernel=ALBP(fhmm_elementwise_model, weights="exact"),
         ),
@@ -183,7 +194,7 @@ METHODS = (
     ),
     Method(
         "LBPGibbs[chromatic]",
-        lambda m, e: LBPGibbs(
+        lambda m, e, a: LBPGibbs(
             NUTS(fhmm_elementwise_model), discrete_kernel=ChromaticGibbs(fhmm_elementwise_model)
         ),
         True,
@@ -193,20 +204,35 @@ METHODS = (
     ),
     Method(
         "Gibbs[DiscreteGibbs-mod]",
-        lambda m, e: Gibbs(
+        lambda m, e, a: Gibbs(
             [(DiscreteGibbs(m, modified=True), discrete_latent_sites), (NUTS(m), None)]
         ),
         True,
         True,
     ),
-    Method("DiscreteHMCGibbs", lambda m, e: DiscreteHMCGibbs(NUTS(m)), True, True),
+    Method("DiscreteHMCGibbs", lambda m, e, a: DiscreteHMCGibbs(NUTS(m)), True, True),
     Method(
         "MixedHMC",
-        lambda m, e: MixedHMC(HMC(m, trajectory_length=1.2), num_discrete_updates=20),
+        lambda m, e, a: MixedHMC(HMC(m, trajectory_length=1.2), num_discrete_updates=20),
         True,
         True,
     ),
-    Method("NUTS-enum", lambda m, e: NUTS(e), False, False),
+    Method("NUTS-enum", lambda m, e, a: NUTS(e), False, False),
+    Method(
+        "LBPGibbs[block]",
+        lambda m, e, a: LBPGibbs(NUTS(m), discrete_kernel=BlockGibbs(m)),
+        True,
+        False,
+        True,
+        ("accept_prob",),
+    ),
+    # the hand-written anchor: each hidden chain by forward filtering, backward sampling
+    Method(
+        "FFBS-Gibbs",
+        lambda m, e, a: HMCGibbs(NUTS(m), gibbs_fn=fhmm_ffbs_gibbs_fn(*a), gibbs_sites=["x"]),
+        True,
+        False,
+    ),
 )
 
 
@@ -230,6 +256,11 @@ class Row:
     ess_w_min: float | None = None
     ess_w_within_chains: float | None = None
     ess_w_sorted_abs: float | None = None
+    ess_signal_min: float | None = None
+    ess_signal_per_s: float | None = None
+    rhat_signal_max: float | None = None
+    signal_per_s_vs_discrete_hmc_gibbs: float | None = None
+    signal_per_s_vs_ffbs_gibbs: float | None = None
     ess_x_min: float | None = None
     ess_x_hamming: float | None = None
     ess_w_per_s: float | None = None
@@ -339,7 +370,7 @@ def run_method(
     row = Row(method.name, "ok", num_warmup, num_samples, num_chains)
     key_pilot, key_run = random.split(rng_key)
     try:
-        row.step_s = step_cost(method.make(*models), key_pilot, model_args)
+        row.step_s = step_cost(method.make(*models, model_args), key_pilot, model_args)
     except Exception as error:
         if not _is_oom(error):
             raise
@@ -356,7 +387,7 @@ def run_method(
         row.note = f"warmup and two chunks predicted at {minimum_s:.0f} s > budget {budget:.0f} s"
         return row
 
-    mcmc = MCMC(method.make(*models), num_warmup=num_warmup, num_samples=chunk,
+    mcmc = MCMC(method.make(*models, model_args), num_warmup=num_warmup, num_samples=chunk,
                 thinning=row.thinning, num_chains=num_chains, chain_method="sequential",
                 progress_bar=False)  # fmt: skip
     start = time.perf_counter()
@@ -374,7 +405,7 @@ def run_method(
             num_samples, row.step_s, num_chunks, sampling_seconds, max_draws, num_chains
         )
         mcmc.num_samples, mcmc.thinning = chunk, row.thinning
-    draws: dict[str, list[np.ndarray]] = {"w": [], "x": []}
+    draws: dict[str, list[np.ndarray]] = {"w": [], "b": [], "x": []}
     extra_fields = method.discrete_fields if method.reports_discrete_move else ()
     moves: dict[str, list[np.ndarray]] = {name: [] for name in extra_fields}
     chunk_s: list[float] = []
@@ -387,7 +418,7 @@ def run_method(
             break
         chunk_s.append(_timed_run(mcmc, model_args, extra_fields))
         samples = mcmc.get_samples(group_by_chain=True)
-        for site in draws if method.samples_x else ("w",):
+        for site in draws if method.samples_x else ("w", "b"):
             draws[site].append(np.asarray(samples[site]))
         fields = mcmc.get_extra_fields()
         for name in moves:
@@ -409,6 +440,7 @@ def run_method(
         if "path_length" in moves:
             row.mean_path_length = float(np.concatenate(moves["path_length"]).mean())
     w = np.concatenate(draws["w"], axis=1)
+    b = np.concatenate(draws["b"], axis=1)
     row.ess_w_min = float(np.nanmin(coordinate_ess(w)))
     row.ess_w_per_s = row.ess_w_min / row.sampling_s
     row.ess_w_within_chains = within_chain_ess(w)
@@ -423,7 +455,18 @@ def run_method(
         if row.ess_x_min is not None:
             row.ess_x_min_per_s = row.ess_x_min / row.sampling_s
         row.ess_x_hamming_per_s = row.ess_x_hamming / row.sampling_s
+        signal = mean_signal(x.reshape(*x.shape[:2], -1, w.shape[-1]), w, b)
+        row.ess_signal_min = float(np.nanmin(coordinate_ess(signal)))
+        row.ess_signal_per_s = row.ess_signal_min / row.sampling_s
+        if num_chains > 1:
+            row.rhat_signal_max = float(np.nanmax(split_gelman_rubin(signal)))
     return row
+
+
+def mean_signal(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``(chains, draws, L)`` the mean of each observation, ``w . x_l + b``: the same in
+    every mirror mode of the posterior (label-invariant)."""
+    return np.einsum("cdlk,cdk->cdl", x.astype(np.float64), w) + b[..., None]
 
 
 def sorted_abs_weights(w: np.ndarray) -> np.ndarray:
@@ -465,8 +508,9 @@ def markdown_report(rows: Sequence[Row], settings: dict[str, Any]) -> str:
         "| sampling s | ESS w (min) | ESS w within chains | ESS sorted abs(w) "
         "| ESS X (min) | ESS X Ham. | ESS w/s | ESS X min/s | ESS X Ham./s "
         "| w/s vs best Gibbs-type | sorted abs(w)/s vs best Gibbs-type | X accept "
-        "| X mean R |",
-        "|" + "---|" * 20,
+        "| X mean R | ESS signal (min) | ESS signal/s | signal/s vs DiscreteHMCGibbs "
+        "| signal/s vs FFBS-Gibbs | R-hat signal (max) |",
+        "|" + "---|" * 25,
     ]
     for row in rows:
         ok = row.status in ("ok", "stopped at budget")
@@ -491,6 +535,11 @@ def markdown_report(rows: Sequence[Row], settings: dict[str, Any]) -> str:
             fmt(row.w_sorted_abs_per_s_vs_best_gibbs),
             fmt(row.discrete_accept_prob),
             fmt(row.mean_path_length),
+            fmt(row.ess_signal_min, 4),
+            fmt(row.ess_signal_per_s),
+            fmt(row.signal_per_s_vs_discrete_hmc_gibbs),
+            fmt(row.signal_per_s_vs_ffbs_gibbs),
+            fmt(row.rhat_signal_max),
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
@@ -602,6 +651,14 @@ def record_rows(
         for row in rows:
             if rates and getattr(row, rate) is not None:
                 setattr(row, ratio, getattr(row, rate) / max(rates))
+    for anchor, ratio in (
+        ("DiscreteHMCGibbs", "signal_per_s_vs_discrete_hmc_gibbs"),
+        ("FFBS-Gibbs", "signal_per_s_vs_ffbs_gibbs"),
+    ):
+        base = next((r.ess_signal_per_s for r in rows if r.method == anchor), None)
+        for row in rows:
+            if base and row.ess_signal_per_s is not None:
+                setattr(row, ratio, row.ess_signal_per_s / base)
     result = {
         "settings": settings,
         "environment": environment(),

@@ -62,6 +62,7 @@ from typing import Any
 import numpy as np
 
 import jax
+from jax import lax, random
 import jax.numpy as jnp
 
 import numpyro
@@ -384,6 +385,56 @@ def fhmm_enumerated_model(
         return s, None
 
     scan(transition, s0, y[1:])
+
+
+def fhmm_ffbs_gibbs_fn(y: jax.Array, num_chains: int) -> Callable:
+    """The hand-written anchor for :func:`fhmm_model`: a ``gibbs_fn`` for numpyro's
+    ``HMCGibbs(NUTS(fhmm_model), gibbs_fn, gibbs_sites=["x"])`` drawing each hidden chain in
+    turn from its exact conditional given ``w, b, sigma`` and the other chains, by forward
+    filtering, backward sampling (Carter and Kohn 1994; Ghahramani and Jordan 1997): two
+    sequential scans of ``L`` steps per chain, written directly from the model's transition
+    matrix (independent of the library's chain blocks)."""
+    y = jnp.asarray(y)
+    log_init = jnp.log(jnp.array([1.0 - FHMM_INIT_PROB, FHMM_INIT_PROB]))
+    stay, switch = np.log(FHMM_STAY_PROB), np.log1p(-FHMM_STAY_PROB)
+    log_trans = jnp.array([[stay, switch], [switch, stay]])
+
+    def draw_chain(key: jax.Array, log_emission: jax.Array) -> jax.Array:
+        def forward(alpha: jax.Array, emission: jax.Array) -> tuple[jax.Array, jax.Array]:
+            alpha = jax.nn.logsumexp(alpha[:, None] + log_trans, axis=0) + emission
+            alpha = alpha - jax.nn.logsumexp(alpha)
+            return alpha, alpha
+
+        first = log_init + log_emission[0]
+        first = first - jax.nn.logsumexp(first)
+        _, alphas = lax.scan(forward, first, log_emission[1:])
+        alphas = jnp.concatenate([first[None], alphas])
+        keys = random.split(key, alphas.shape[0])
+        last = random.categorical(keys[-1], alphas[-1])
+
+        def backward(following: jax.Array, inputs: tuple) -> tuple[jax.Array, jax.Array]:
+            alpha, k = inputs
+            state = random.categorical(k, alpha + log_trans[:, following])
+            return state, state
+
+        _, states = lax.scan(backward, last, (alphas[:-1], keys[:-1]), reverse=True)
+        return jnp.concatenate([states, last[None]])
+
+    def gibbs_fn(rng_key: jax.Array, gibbs_sites: dict, hmc_sites: dict) -> dict:
+        w, b, sigma = hmc_sites["w"], hmc_sites["b"], hmc_sites["sigma"]
+        x = gibbs_sites["x"]
+
+        def one_chain(x: jax.Array, inputs: tuple) -> tuple[jax.Array, None]:
+            k, key = inputs
+            others = x.astype(w.dtype) @ w - x[:, k].astype(w.dtype) * w[k] + b
+            means = others[:, None] + jnp.array([0.0, 1.0]) * w[k]
+            log_emission = jax.scipy.stats.norm.logpdf(y[:, None], means, sigma)
+            return x.at[:, k].set(draw_chain(key, log_emission).astype(x.dtype)), None
+
+        x, _ = lax.scan(one_chain, x, (jnp.arange(num_chains), random.split(rng_key, num_chains)))
+        return {"x": x}
+
+    return gibbs_fn
 
 
 # --- flat binary log densities ------------------------------------------------------------

@@ -1,0 +1,200 @@
+"""
+Benchmark: chain blocks on the factorial HMM, against numpyro and a hand-written FFBS Gibbs
+==========================================================================================
+
+One process runs, on one simulated FHMM (``--L``, ``--K``, ``--config``; the model of
+:func:`benchmarks.targets.fhmm_model`, its Markov prior one summed factor as users write
+it), the samplers of :mod:`benchmarks.bench_fhmm` named by ``--methods`` (default:
+``LBPGibbs[block]``, ours with :class:`~numpyro_discrete.BlockGibbs` as the discrete
+kernel; ``FFBS-Gibbs``, the hand-written anchor drawing each hidden chain by forward
+filtering, backward sampling inside numpyro's ``HMCGibbs``; numpyro's
+``DiscreteHMCGibbs``; ``LBPGibbs``, our default with ``ALBP``), each through
+``numpyro.infer.MCMC`` with ``--num-chains`` chains run one after the other.
+
+Per sampler: **end to end s** - the first ``mcmc.run`` (tracing, compilation, warmup and
+sampling) as a user waits for it; **later run s** - a second ``mcmc.run`` of the same
+length from the last state; **step ms** - the steady cost of one post-warmup step, the
+steps run in one jitted loop (:func:`benchmarks.bench_fhmm.steady_step_cost`); **sampling
+s** - step ms times the post-warmup steps of all chains; **fixed s of a later run** -
+later run s minus its steps' cost. Label-invariant quantities only: the mean signal
+``w . x_l + b`` at every step (min ESS over the ``L`` steps, max split R-hat) and the sorted
+``|w|``; ESS/s is per second of sampling, and relative to ``FFBS-Gibbs`` and
+``DiscreteHMCGibbs``.
+
+Usage (from the repository root)::
+
+    python -m benchmarks.bench_chain_blocks                      # L = 200, K = 3
+    python -m benchmarks.bench_chain_blocks --L 1000 --K 10 --methods "LBPGibbs[block]" FFBS-Gibbs
+    python -m benchmarks.bench_chain_blocks --quick              # smoke test
+
+Outputs: the table on stdout, and ``bench_chain_blocks_L{L}_K{K}.json`` / ``.md`` in
+``--out-dir`` (default ``benchmarks/results``).
+"""
+
+import argparse
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+import os
+from pathlib import Path
+import time
+from typing import Any
+
+import numpy as np
+
+import jax
+from jax import random
+import jax.numpy as jnp
+
+from numpyro.diagnostics import effective_sample_size, split_gelman_rubin
+from numpyro.infer import MCMC
+
+from benchmarks.bench_fhmm import METHODS, mean_signal, sorted_abs_weights, steady_step_cost
+from benchmarks.measurement import environment, fmt, write_results
+from benchmarks.targets import fhmm_data, fhmm_enumerated_model, fhmm_model
+
+DEFAULT_OUT_DIR = Path(__file__).resolve().parent / "results"
+DEFAULT_METHODS = ("LBPGibbs[block]", "FFBS-Gibbs", "DiscreteHMCGibbs", "LBPGibbs")
+ANCHORS = ("FFBS-Gibbs", "DiscreteHMCGibbs")
+
+
+@dataclass
+class Row:
+    method: str
+    num_warmup: int
+    num_samples: int
+    num_chains: int
+    end_to_end_s: float
+    later_run_s: float
+    step_ms: float
+    sampling_s: float
+    later_run_fixed_s: float
+    ess_signal_min: float
+    rhat_signal_max: float
+    ess_sorted_abs_w_min: float
+    ess_signal_per_s: float
+    signal_per_s_vs: dict[str, float]
+
+
+def run(method_name: str, model_args: tuple, args: argparse.Namespace, seed: int) -> Row:
+    method = next(m for m in METHODS if m.name == method_name)
+    sweep = method.sweep_based
+    num_warmup = args.gibbs_num_warmup if sweep else args.num_warmup
+    num_samples = args.gibbs_num_samples if sweep else args.num_samples
+    kernel = method.make(fhmm_model, fhmm_enumerated_model, model_args)
+    mcmc = MCMC(
+        kernel,
+        num_warmup=num_warmup,
+        num_samples=num_samples,
+        num_chains=args.num_chains,
+        chain_method="sequential",
+        progress_bar=False,
+    )
+    start = time.perf_counter()
+    mcmc.run(random.key(seed), *model_args)
+    jax.block_until_ready(mcmc.get_samples())
+    end_to_end = time.perf_counter() - start
+    samples = {k: np.asarray(v) for k, v in mcmc.get_samples(group_by_chain=True).items()}
+    last = mcmc.last_state
+    first_chain = jax.tree.map(lambda leaf: leaf[0], last) if args.num_chains > 1 else last
+    step_s = steady_step_cost(mcmc.sampler, first_chain, model_args)
+    mcmc.post_warmup_state = last
+    start = time.perf_counter()
+    mcmc.run(last.rng_key, *model_args)
+    jax.block_until_ready(mcmc.get_samples())
+    later = time.perf_counter() - start
+    steps = num_samples * args.num_chains
+    sampling_s = step_s * steps
+    signal = mean_signal(samples["x"], samples["w"], samples["b"])
+    ess_signal = float(np.min(effective_sample_size(signal)))
+    return Row(
+        method=method_name,
+        num_warmup=num_warmup,
+        num_samples=num_samples,
+        num_chains=args.num_chains,
+        end_to_end_s=end_to_end,
+        later_run_s=later,
+        step_ms=1e3 * step_s,
+        sampling_s=sampling_s,
+        later_run_fixed_s=later - sampling_s,
+        ess_signal_min=ess_signal,
+        rhat_signal_max=float(np.max(split_gelman_rubin(signal))),
+        ess_sorted_abs_w_min=float(np.min(effective_sample_size(sorted_abs_weights(samples["w"])))),
+        ess_signal_per_s=ess_signal / sampling_s,
+        signal_per_s_vs={},
+    )
+
+
+def report(rows: Sequence[Row], settings: dict[str, Any]) -> str:
+    lines = [
+        f"## bench_chain_blocks, FHMM L = {settings['L']}, K = {settings['K']}",
+        "",
+        f"{settings['config']}; {settings['num_chains']} chains one after the other; "
+        f"{settings['num_warmup']} + {settings['num_samples']} steps per chain "
+        f"({settings['gibbs_num_warmup']} + {settings['gibbs_num_samples']} for "
+        f"DiscreteHMCGibbs); seed {settings['seed']}; {os.cpu_count()} CPU(s), "
+        f"jax {jax.__version__}.",
+        "",
+        "| sampler | end to end s | later run s | fixed s of a later run | step ms "
+        "| sampling s | ESS signal (min) | R-hat signal (max) | ESS sorted abs(w) "
+        "| ESS signal/s | vs FFBS-Gibbs | vs DiscreteHMCGibbs |",
+        "|" + "---|" * 12,
+    ]
+    for row in rows:
+        cells = [
+            row.method,
+            fmt(row.end_to_end_s),
+            fmt(row.later_run_s),
+            fmt(row.later_run_fixed_s),
+            fmt(row.step_ms),
+            fmt(row.sampling_s),
+            fmt(row.ess_signal_min, 4),
+            fmt(row.rhat_signal_max),
+            fmt(row.ess_sorted_abs_w_min, 4),
+            fmt(row.ess_signal_per_s),
+            fmt(row.signal_per_s_vs.get("FFBS-Gibbs")),
+            fmt(row.signal_per_s_vs.get("DiscreteHMCGibbs")),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description="Chain blocks on the FHMM.")
+    parser.add_argument("--L", type=int, default=200)
+    parser.add_argument("--K", type=int, default=3)
+    parser.add_argument("--config", choices=["C1", "C2", "C3"], default="C3")
+    parser.add_argument("--num-warmup", type=int, default=1000)
+    parser.add_argument("--num-samples", type=int, default=2000)
+    parser.add_argument("--gibbs-num-warmup", type=int, default=500)
+    parser.add_argument("--gibbs-num-samples", type=int, default=1000)
+    parser.add_argument("--num-chains", type=int, default=4)
+    parser.add_argument("--methods", nargs="+", default=list(DEFAULT_METHODS))
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--quick", action="store_true", help="tiny sizes, a smoke test")
+    parser.add_argument("--out-dir", type=Path, default=DEFAULT_OUT_DIR)
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.L, args.K, args.num_chains = 12, 2, 2
+        args.num_warmup = args.gibbs_num_warmup = 20
+        args.num_samples = args.gibbs_num_samples = 40
+    settings = {k: v for k, v in vars(args).items() if k != "out_dir"}
+    data = fhmm_data(args.L, args.K, args.config, seed=args.seed)
+    model_args = (jnp.asarray(data.y), args.K)
+    rows = []
+    for index, name in enumerate(args.methods):
+        rows.append(run(name, model_args, args, args.seed + index))
+        print(f"[L={args.L}, K={args.K}] {name}: done", flush=True)
+    for anchor in ANCHORS:
+        base = next((r.ess_signal_per_s for r in rows if r.method == anchor), None)
+        for row in rows:
+            if base:
+                row.signal_per_s_vs[anchor] = row.ess_signal_per_s / base
+    text = report(rows, settings)
+    result = {"settings": settings, "environment": environment(), "rows": [asdict(r) for r in rows]}
+    write_results(args.out_dir, f"bench_chain_blocks_L{args.L}_K{args.K}", result, text)
+    print(text)
+    return result
+
+
+if __name__ == "__main__":
+    main()
