@@ -17,7 +17,7 @@ import numpyro
 import numpyro.distributions as dist
 from numpyro.infer import HMCECS, MCMC, NUTS
 
-from numpyro_discrete import ACS, ALBP, DMALA, LBP, LBPGibbs, SiteSupport
+from numpyro_discrete import ACS, ALBP, DMALA, LBP, BlockGibbs, LBPGibbs, SiteSupport
 
 from helpers import beta_bernoulli_model
 
@@ -65,6 +65,11 @@ def indexing_model():
 def impossible_start_model():
     x = numpyro.sample("x", dist.Bernoulli(0.5).expand([3]))
     numpyro.factor("forbid_zero", jnp.where(jnp.sum(x) == 0, -jnp.inf, 0.0))
+
+
+def row_sum_model():
+    x = numpyro.sample("x", dist.Bernoulli(0.5).expand([2, 4]))
+    numpyro.factor("rows", jnp.sum(x, axis=1) ** 2)  # a whole row in one term
 
 
 def zero_size_model():
@@ -210,6 +215,13 @@ CASES = [
          ValueError, "`supports` is for `potential_fn` only"),
     Case("supports-not-site-support", lambda: LBP(potential_fn=lambda z: 0.0, supports={"x": 3}),
          ValueError, "`supports` must map site names to `SiteSupport` objects"),
+    Case("block-axis-not-a-chain", lambda: _init(BlockGibbs(row_sum_model, blocks={"x": 1})),
+         ValueError, "BlockGibbs: the lines of site 'x' along axis 1 are not chains"),
+    Case("block-unknown-site", lambda: _init(BlockGibbs(binary_model, blocks={"y": 0})),
+         ValueError, "BlockGibbs: blocks were stated for ['y'], which are not discrete latent "
+         "sites"),
+    Case("block-unbounded-site", lambda: _init(BlockGibbs(poisson_model)), ValueError,
+         "chain blocks draw from at most 64 values per coordinate. Use ChromaticGibbs or ALBP"),
     Case("supports-unknown-site",
          lambda: _init(ALBP(potential_fn=_sum_x, supports={"y": SiteSupport.binary()}), X3),
          ValueError, "`supports` names sites ['y'] that are not in `init_params`"),
