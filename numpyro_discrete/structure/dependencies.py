@@ -10,9 +10,20 @@ integer arrays of shape ``value.shape + (K,)``, padded with ``-1``.
   slicing, broadcasting, concatenation, gathers with indices that do not depend on ``x``)
   moves the sets with the data, by applying the same operation to them; reductions take the
   union over the reduced axes; a gather whose indices depend on ``x`` (``locs[z]``) depends
-  on those indices, plus on every element of its operand if that depends on ``x``.
-- **Sound by construction**: an operation without a rule (loops, sorts, scatters, FFTs, ...)
-  makes every output element depend on every coordinate any of its inputs depends on, and a
+  on those indices, plus on every element of its operand that it may read (all of them but
+  for the operand's batching axes: ``jnp.take_along_axis(logits, z[:, None], 1)`` reads row
+  ``i`` of ``logits`` for term ``i`` only).
+- A ``scan`` (``lax.scan``, numpyro's ``contrib.control_flow.scan``) is unrolled: its body
+  is evaluated once per iteration, in the scan's order, the carry's sets flowing from one
+  iteration to the next and each iteration seeing its slice of the ``xs``; the ``ys``' sets
+  are stacked. Values the rules read in the body (a counter carried through the scan and
+  used as an index) are those of the iteration: the carries, and the values the first
+  iterations read, come for every iteration at once from one evaluation of the scan. A
+  chain (an HMM's ``x_t ~ Categorical(trans[x_{t-1}])`` in the body) stays a chain; a
+  carry accumulating every ``x`` depends on all of them.
+- **Sound by construction**: an operation without a rule (while loops, conditionals, sorts,
+  scatters, FFTs, a scan with parameters this module does not know, ...) makes every
+  output element depend on every coordinate any of its inputs depends on, and a
   set larger than ``max_set_size`` becomes *dense* (every coordinate). Both only
   over-approximate: more colours, never a wrong ratio.
 - **What it can miss**: indices and masks (``select_n`` predicates) computed from values
@@ -24,7 +35,8 @@ integer arrays of shape ``value.shape + (K,)``, padded with ``-1``.
   depends on every coordinate: write factors elementwise to expose the structure.
 """
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+import math
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -55,6 +67,22 @@ _REDUCTIONS = frozenset(
     "argmin".split()
 )
 _CUMULATIVE = frozenset("cumsum cumprod cummax cummin cumlogsumexp".split())
+# the parameters of ``scan`` its rule knows (``unroll`` and ``linear`` change nothing here)
+_SCAN_PARAMS = frozenset(
+    "reverse length jaxpr num_consts num_carry unroll linear _split_transpose".split()
+)
+# a scan's iterations in which the analysis records the values its rules read in the body
+# (computed for every later iteration at once, by one evaluation of the scan)
+_RECORDED_STEPS = 2
+# and the largest number of elements of one of those values over all iterations (larger
+# ones are computed again in each iteration that reads them)
+_RECORDED_SIZE = 10**7
+# the errors of values that cannot be read (traced by an enclosing transformation)
+_TRACED = (
+    jax.errors.ConcretizationTypeError,
+    jax.errors.TracerArrayConversionError,
+    jax.errors.TracerIntegerConversionError,
+)
 # call-like operations: the inner jaxpr's inputs and outputs are the operation's own
 _CALL_JAXPR_PARAMS = {
     "jit": "jaxpr",
@@ -138,6 +166,9 @@ class _Analysis:
         self.everything = num_coords
         self.max_set_size = max_set_size
         self.smooth_only = smooth_only
+        # compiled evaluations of scans returning what their rule reads (a nested scan's
+        # is compiled once, not once per iteration of the outer one)
+        self.scan_runners: dict[tuple, Callable] = {}
 
     # --- sets -------------------------------------------------------------------------------
 
@@ -159,7 +190,8 @@ class _Analysis:
 
     def union(self, sets: Sequence[np.ndarray | None], shape: tuple[int, ...]) -> np.ndarray | None:
         """Elementwise union of `sets` broadcast to `shape`."""
-        present = [np.broadcast_to(s, shape + s.shape[-1:]) for s in sets if s is not None]
+        distinct = {id(s): s for s in sets if s is not None}.values()  # (x == x: one set)
+        present = [np.broadcast_to(s, shape + s.shape[-1:]) for s in distinct]
         if not present:
             return None
         if len(present) == 1:
@@ -184,12 +216,20 @@ class _Analysis:
     # --- evaluation -------------------------------------------------------------------------
 
     def eval_jaxpr(
-        self, jaxpr: Any, consts: Sequence[Any], args: Sequence[Any], arg_sets: Sequence[Any]
+        self,
+        jaxpr: Any,
+        consts: Sequence[Any],
+        args: Sequence[Any],
+        arg_sets: Sequence[Any],
+        known: Mapping[Any, Any] | None = None,
+        values: dict | None = None,
     ) -> tuple[list, list]:
         """The (lazy) output values and the sets of `jaxpr` at `args`. Values are computed
         only where a rule needs them (indices that do not depend on ``x``): the log density
-        itself is never evaluated, and no operation is compiled that the sets do not need."""
-        values: dict = {}
+        itself is never evaluated, and no operation is compiled that the sets do not need.
+        `known` values of variables replace theirs (a scan's values, computed at once for all
+        of its iterations); `values`, when given, is filled with those of every variable."""
+        values = {} if values is None else values
         sets: dict = {}
 
         def read(var: Any) -> tuple[Any, Any]:
@@ -207,6 +247,8 @@ class _Analysis:
             for var, value, s in zip(eqn.outvars, outvals, outsets, strict=True):
                 if not isinstance(var, jex.DropVar):
                     values[var], sets[var] = value, s
+                    if known is not None and var in known:
+                        values[var] = known[var]
         outs = [read(var) for var in jaxpr.outvars]
         return [v for v, _ in outs], [s for _, s in outs]
 
@@ -217,6 +259,10 @@ class _Analysis:
             if isinstance(inner, jex.ClosedJaxpr):
                 return self.eval_jaxpr(inner.jaxpr, inner.consts, invals, insets)
             return self.eval_jaxpr(inner, (), invals, insets)
+        if name == "scan" and any(s is not None for s in insets):
+            unrolled = self.scan(eqn, invals, insets)
+            if unrolled is not None:
+                return unrolled
         params = eqn.primitive.get_bind_params(eqn.params)
         outvals = _lazy_outputs(eqn, invals, params)
         if all(s is None for s in insets) or (self.smooth_only and _locally_constant(eqn)):
@@ -311,7 +357,159 @@ class _Analysis:
             by_position = np.expand_dims(by_position, axis)
         by_position = np.broadcast_to(by_position, shape + by_position.shape[-1:])
         # and on any element of the operand it may read
-        return self.union([by_position, self.everything_of([operand_sets])], shape)
+        readable = self.readable(operand_sets, inshapes, shape, params["dimension_numbers"])
+        return self.union([by_position, readable], shape)
+
+    def readable(
+        self, operand_sets: np.ndarray | None, inshapes: list, shape: tuple, dimensions: Any
+    ) -> np.ndarray | None:
+        """The union of the operand elements each output element of a gather may read when
+        its start indices are unknown: every element, but only those at the output element's
+        own position along the operand's batching axes."""
+        if operand_sets is None:
+            return None
+        operand_shape, index_shape = inshapes
+        batching = tuple(dimensions.operand_batching_dims)
+        if not batching:
+            every = self.everything_of([operand_sets])
+            return None if every is None else np.broadcast_to(every, shape + every.shape[-1:])
+        others = tuple(axis for axis in range(len(operand_shape)) if axis not in batching)
+        reduced = self.union_over_axes(operand_sets, operand_shape, others)
+        if reduced is None:
+            return None
+        # the reduced axes are the batching axes in increasing order; each is matched to an
+        # axis of the indices' batch shape (the indices but their last axis)
+        index_axes = [
+            dimensions.start_indices_batching_dims[batching.index(axis)]
+            for axis in sorted(batching)
+        ]
+        order = np.argsort(index_axes)
+        reduced = np.transpose(reduced, list(order) + [len(index_axes)])
+        expanded = [1] * (len(index_shape) - 1)
+        for axis in index_axes:
+            expanded[axis] = index_shape[axis]
+        reduced = reduced.reshape(expanded + [reduced.shape[-1]])
+        for axis in sorted(dimensions.offset_dims):
+            reduced = np.expand_dims(reduced, axis)
+        return np.broadcast_to(reduced, shape + reduced.shape[-1:])
+
+    def scan(self, eqn: Any, invals: list, insets: list) -> tuple[list, list] | None:
+        """A ``scan`` unrolled: its body evaluated once per iteration with the sets of the
+        iteration's inputs (the consts', the carry's from the previous iteration, the
+        iteration's slice of the ``xs``'), the ``ys``' sets stacked; ``None`` (no rule) for
+        parameters this rule does not know."""
+        params = eqn.params
+        if set(params) - _SCAN_PARAMS or params.get("_split_transpose", False):
+            return None
+        closed = params["jaxpr"]
+        if isinstance(closed, jex.ClosedJaxpr):
+            body, body_consts = closed.jaxpr, closed.consts
+        else:
+            body, body_consts = closed, ()
+        length, reverse = int(params["length"]), bool(params["reverse"])
+        num_consts, num_carry = int(params["num_consts"]), int(params["num_carry"])
+        outvals = _lazy_outputs(eqn, invals, eqn.primitive.get_bind_params(params))
+        consts, init, xs = _split_at(invals, num_consts, num_carry)
+        const_sets, carry_sets, xs_sets = _split_at(insets, num_consts, num_carry)
+        xs_shapes = [tuple(var.aval.shape) for var in eqn.invars[num_consts + num_carry :]]
+        xs_sets = [
+            None if s is None else np.broadcast_to(s, shape + s.shape[-1:])
+            for s, shape in zip(xs_sets, xs_shapes, strict=True)
+        ]
+        # values, read only where a rule needs them: the xs on the host, sliced per
+        # iteration; the carries entering every iteration and the variables of the body the
+        # rules read in the first iterations, from one evaluation of the scan returning them
+        xs_host = [_Lazy(lambda v=v: _on_host(_force(v))) for v in xs]
+        in_avals = [var.aval for var in eqn.invars]
+        eqn_vars = {var for e in body.eqns for var in e.outvars if not isinstance(var, jex.DropVar)}
+        read_vars: dict = {}  # (ordered set) the body's variables the rules read
+        computed: _Lazy | None = None
+        computed_vars: tuple = ()
+        y_shapes = [tuple(var.aval.shape[1:]) for var in eqn.outvars[num_carry:]]
+        y_sets: list[list] = [[None] * length for _ in y_shapes]
+        carry, known = init, None
+        for step in range(length):
+            t = length - 1 - step if reverse else step
+            if step:
+                if computed is None or len(read_vars) > len(computed_vars):
+                    computed_vars = tuple(read_vars)
+                    computed = _Lazy(
+                        lambda extra=computed_vars: self.scan_values(
+                            closed, in_avals, consts, init, xs, length, reverse, extra
+                        )
+                    )
+                    if computed_vars:
+                        # the rules read values in the body: computed now, and where they
+                        # cannot be (an input traced by an enclosing transformation), no rule
+                        try:
+                            computed.get()
+                        except _TRACED:
+                            return None
+                carry = [
+                    _Lazy(lambda k=k, t=t, c=computed: c.get()[0][k][t]) for k in range(num_carry)
+                ]
+                known = {
+                    var: _Lazy(lambda j=j, t=t, c=computed: c.get()[1][j][t])
+                    for j, var in enumerate(computed_vars)
+                }
+            x_values = [_Lazy(lambda v=v, t=t: v.get()[t]) for v in xs_host]
+            x_sets = [None if s is None else s[t] for s in xs_sets]
+            values: dict = {}
+            _, outsets = self.eval_jaxpr(
+                body,
+                body_consts,
+                [*consts, *carry, *x_values],
+                [*const_sets, *carry_sets, *x_sets],
+                known,
+                values,
+            )
+            if step < _RECORDED_STEPS:
+                read_vars.update(
+                    (var, None)
+                    for var, value in values.items()
+                    if var in eqn_vars
+                    and isinstance(value, _Lazy)
+                    and value.done
+                    and math.prod(var.aval.shape) * length <= _RECORDED_SIZE
+                )
+            carry_sets = outsets[:num_carry]
+            for stacked, s in zip(y_sets, outsets[num_carry:], strict=True):
+                stacked[t] = s
+        stacked_sets = [self.stack(s, shape) for s, shape in zip(y_sets, y_shapes, strict=True)]
+        return outvals, list(carry_sets) + stacked_sets
+
+    def scan_values(
+        self,
+        closed: Any,
+        in_avals: list,
+        consts: list,
+        init: list,
+        xs: list,
+        length: int,
+        reverse: bool,
+        extra: tuple,
+    ) -> tuple[list, list]:
+        """The carry entering each iteration of a scan and the values of the body's variables
+        `extra`, stacked by the position of the iteration's slice of the xs (one evaluation
+        of the scan of inputs of types `in_avals`)."""
+        key = (closed, extra, len(init), length, reverse)
+        if key not in self.scan_runners:
+            self.scan_runners[key] = jax.jit(
+                _scan_runner(closed, len(init), length, reverse, extra)
+            )
+        inputs = [
+            _typed(_force(v), aval) for v, aval in zip(consts + init + xs, in_avals, strict=True)
+        ]
+        carries, read = self.scan_runners[key](*_split_at(inputs, len(consts), len(init)))
+        return [_on_host(v) for v in carries], [_on_host(v) for v in read]
+
+    def stack(self, sets: list, shape: tuple) -> np.ndarray | None:
+        """`sets` of arrays of `shape` stacked along a new leading axis."""
+        present = [s for s in sets if s is not None]
+        if not present:
+            return None
+        width = max(s.shape[-1] for s in present)
+        return self.compact(np.stack([_padded(s, shape, width) for s in sets]))
 
     def dot_general(
         self, inshapes: list, insets: list, shape: tuple, params: dict
@@ -357,6 +555,11 @@ class _Lazy:
         self._value: Any = None
         self._done = False
 
+    @property
+    def done(self) -> bool:
+        """Whether the value has been computed."""
+        return self._done
+
     def get(self) -> Any:
         if not self._done:
             # eagerly, even when detection runs inside a trace (``init`` under ``pmap``)
@@ -374,6 +577,54 @@ def _lazy_outputs(eqn: Any, invals: list, params: dict) -> list:
     if not eqn.primitive.multiple_results:
         return [result]
     return [_Lazy(lambda i=i: result.get()[i]) for i in range(len(eqn.outvars))]
+
+
+def _on_host(value: Any) -> Any:
+    """`value` as a numpy array (cheap to index once per iteration), except where numpy
+    cannot hold it (PRNG keys)."""
+    if jnp.issubdtype(jnp.result_type(value), jax.dtypes.extended):
+        return value
+    return np.asarray(value)
+
+
+def _typed(value: Any, aval: Any) -> Any:
+    """A literal's Python number as an array of its type in the jaxpr."""
+    if isinstance(value, bool | int | float | complex):
+        return np.asarray(value, aval.dtype)
+    return value
+
+
+def _split_at(items: Sequence[Any], num_consts: int, num_carry: int) -> tuple[list, list, list]:
+    items = list(items)
+    return (
+        items[:num_consts],
+        items[num_consts : num_consts + num_carry],
+        items[num_consts + num_carry :],
+    )
+
+
+def _scan_runner(
+    closed: Any, num_carry: int, length: int, reverse: bool, extra: tuple
+) -> Callable[[list, list, list], tuple[list, list]]:
+    """A scan of the body `closed` from ``(consts, init, xs)`` to the carries entering its
+    iterations and the values of the body's variables `extra`, stacked."""
+    if not isinstance(closed, jex.ClosedJaxpr):
+        closed = jex.ClosedJaxpr(closed, ())
+    jaxpr = closed.jaxpr
+    num_outs = len(jaxpr.outvars)
+    body = jex.jaxpr_as_fun(
+        jex.ClosedJaxpr(jaxpr.replace(outvars=[*jaxpr.outvars, *extra]), closed.consts)
+    )
+
+    def run(consts: list, init: list, xs: list) -> tuple[list, list]:
+        def step(carry: list, x: list) -> tuple[list, tuple[list, list]]:
+            out = body(*consts, *carry, *x)
+            return list(out[:num_carry]), (list(carry), list(out[num_outs:]))
+
+        _, stacked = lax.scan(step, init, xs, length=length, reverse=reverse)
+        return stacked
+
+    return run
 
 
 # --- data movement on the sets (numpy), the value's index operands forced ---------------------
