@@ -184,13 +184,17 @@ def test_each_block_draws_its_exact_conditional(model, x64):
     assert_irreducible(sweep)
 
 
-def test_compiled_sample_follows_the_exact_sweep(x64):
+@pytest.mark.parametrize("parallel", [False, True])
+def test_compiled_sample_follows_the_exact_sweep(parallel, x64, monkeypatch):
     """Chi-square of one compiled ``kernel.sample`` from every state against the product of
-    the class matrices."""
+    the class matrices, with sequential and with associative-scan filtering and sampling
+    (the kernel picks one by backend)."""
     kernel = BlockGibbs(two_chains)
     _, target = initialised(kernel)
     found = find_chain_blocks(target.structure, target.layout.names, target.layout.shapes)
     plan = block_gibbs.block_plan(found, target.structure, target.layout.coordinate_supports())
+    build = block_gibbs.build_kernel
+    monkeypatch.setattr(block_gibbs, "build_kernel", lambda plan: build(plan, parallel=parallel))
     states = all_states(target)[::9]  # a subset of starting states; targets are all states
     every = all_states(target)
     sweep = np.eye(len(every))
@@ -198,8 +202,8 @@ def test_compiled_sample_follows_the_exact_sweep(x64):
         sweep = sweep @ class_matrix(target, plan, every, c)
     lookup = state_lookup(every)
     rows = lookup(states)
-    draws = 400
-    keys = random.split(random.key(1), len(states) * draws)
+    draws = 2000
+    keys = random.split(random.key(2), len(states) * draws)
     starts = jnp.asarray(np.repeat(states, draws, axis=0))
 
     @jax.jit

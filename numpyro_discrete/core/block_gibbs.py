@@ -21,6 +21,7 @@ import jax
 from jax import lax, random
 import jax.numpy as jnp
 
+from numpyro_discrete.core.chain_block import chain_log_prob, forward_filter, sample_chain
 from numpyro_discrete.core.neighbourhood import CoordinateSupports, SupportKind
 from numpyro_discrete.core.state import Info, State, mh_accept
 from numpyro_discrete.structure.chain_blocks import ChainBlocks
@@ -31,11 +32,8 @@ __all__ = [
     "BlockPlan",
     "block_plan",
     "build_kernel",
-    "chain_log_prob",
     "class_potentials",
-    "forward_filter",
     "init",
-    "sample_chain",
     "value_counts",
 ]
 
@@ -44,6 +42,13 @@ LogTerms = Callable[[jax.Array], jax.Array]
 MAX_BLOCK_VALUES = 64
 """The most values a coordinate of a block may take (the potentials cost ``M^2``
 evaluations of the terms per class)."""
+
+MAX_PARALLEL_VALUES = 8
+"""On accelerators, blocks of coordinates with at most this many values filter and sample
+by associative scans (``O(L M^3)`` work in ``O(log L)`` depth); larger ones, and every block
+on CPU, by sequential scans (``O(L M^2)``): on two CPU cores a sweep of the factorial HMM's
+three chains took 0.37 ms sequential against 0.42 ms parallel at ``L = 200``, 3.2 against
+4.1 ms at ``L = 2000``."""
 
 
 class BlockPlan(NamedTuple):
@@ -135,69 +140,6 @@ def block_plan(
     )
 
 
-def _logsumexp(a: jax.Array, axis: int) -> jax.Array:
-    """``logsumexp`` that maps an all ``-inf`` slice to ``-inf`` (no NaN)."""
-    top = jnp.max(a, axis=axis, keepdims=True)
-    top = jnp.where(jnp.isfinite(top), top, 0.0)
-    return jnp.squeeze(top, axis) + jnp.log(jnp.sum(jnp.exp(a - top), axis=axis))
-
-
-def forward_filter(unary: jax.Array, pairwise: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """``(log_alphas, log_normaliser)`` of the chain ``p(x) ∝ exp(sum_i phi_i(x_i) + sum_i
-    psi_i(x_i, x_{i+1}))``: ``alpha_i(v) = log p(x_i = v, evidence of 1..i)`` up to a
-    constant, normalised per step; `unary` ``(L, M)``, `pairwise` ``(L - 1, M, M)``."""
-
-    def step(carry: tuple, inputs: tuple) -> tuple:
-        alpha, log_z = carry
-        psi, phi = inputs
-        # ALGORITHMS.md, "Chain blocks": a_{i+1}(v) = phi_{i+1}(v) + lse_u a_i(u) + psi_i(u, v)
-        new = phi + _logsumexp(alpha[:, None] + psi, axis=0)
-        norm = _logsumexp(new, axis=0)
-        return (new - norm, log_z + norm), new - norm
-
-    first_norm = _logsumexp(unary[0], axis=0)
-    first = unary[0] - first_norm
-    (_, log_z), rest = lax.scan(step, (first, first_norm), (pairwise, unary[1:]))
-    return jnp.concatenate([first[None], rest]), log_z
-
-
-def sample_chain(
-    rng_key: jax.Array, unary: jax.Array, pairwise: jax.Array
-) -> tuple[jax.Array, jax.Array]:
-    """One exact draw of the chain (value indices ``(L,)``) by backward sampling, and its
-    log-probability."""
-    log_alphas, log_z = forward_filter(unary, pairwise)
-    keys = random.split(rng_key, unary.shape[0])
-    last = random.categorical(keys[-1], log_alphas[-1])
-
-    def back(following: jax.Array, inputs: tuple) -> tuple:
-        alpha, psi, key = inputs
-        # b_i ~ softmax(a_i(u) + psi_i(u, b_{i+1}))
-        state = random.categorical(key, alpha + psi[:, following])
-        return state, state
-
-    _, states = lax.scan(back, last, (log_alphas[:-1], pairwise, keys[:-1]), reverse=True)
-    states = jnp.concatenate([states, last[None]]).astype(jnp.int32)
-    return states, chain_log_prob(states, unary, pairwise, log_z)
-
-
-def chain_log_prob(
-    states: jax.Array,
-    unary: jax.Array,
-    pairwise: jax.Array,
-    log_normaliser: jax.Array | None = None,
-) -> jax.Array:
-    """``log p(states)`` under the chain's potentials (`log_normaliser` from
-    :func:`forward_filter`, computed when not given)."""
-    if log_normaliser is None:
-        log_normaliser = forward_filter(unary, pairwise)[1]
-    positions = jnp.arange(states.shape[0])
-    energy = jnp.sum(unary[positions, states])
-    if pairwise.shape[0]:
-        energy = energy + jnp.sum(pairwise[positions[:-1], states[:-1], states[1:]])
-    return energy - log_normaliser
-
-
 def init(position: jax.Array, log_terms: LogTerms) -> State:
     """The state at `position` (``log pi`` the sum of the terms; no ratios cached)."""
     return State(position, jnp.sum(log_terms(position)), None)
@@ -252,13 +194,27 @@ def class_potentials(
     return phi, psi
 
 
-def build_kernel(plan: BlockPlan) -> Callable[[jax.Array, State, LogTerms], tuple[State, Info]]:
+def build_kernel(
+    plan: BlockPlan, parallel: bool | None = None
+) -> Callable[[jax.Array, State, LogTerms], tuple[State, Info]]:
     """
     One sweep over the classes of chain blocks: ``(rng_key, state, log_terms) -> (state,
     info)``. ``info.acceptance_rate`` is the mean acceptance probability over the classes,
     ``info.is_accepted`` whether every class's move was taken.
+
+    :param parallel: filter and sample by associative scans; ``None`` decides by
+        :data:`MAX_PARALLEL_VALUES` and the backend.
     """
     num_classes = plan.coords.shape[0]
+    if parallel is None:
+        parallel = plan.max_values <= MAX_PARALLEL_VALUES and jax.default_backend() != "cpu"
+
+    def draw(key: jax.Array, phi: jax.Array, psi: jax.Array) -> tuple[jax.Array, jax.Array]:
+        return sample_chain(key, phi, psi, parallel=parallel)
+
+    def log_prob(index: jax.Array, phi: jax.Array, psi: jax.Array) -> jax.Array:
+        log_z = forward_filter(phi, psi, parallel=parallel)[1]
+        return chain_log_prob(index, phi, psi, log_z)
 
     def class_move(log_terms: LogTerms, carry: tuple, inputs: tuple) -> tuple:
         x, terms_x, log_p = carry
@@ -269,7 +225,7 @@ def build_kernel(plan: BlockPlan) -> Callable[[jax.Array, State, LogTerms], tupl
         # forward: every block of the class from its exact conditional at x
         phi, psi = class_potentials(log_terms, plan, c, x, terms_x)
         keys = random.split(key_draw, coords.shape[0])
-        index, log_q_forward = jax.vmap(sample_chain)(keys, phi, psi)
+        index, log_q_forward = jax.vmap(draw)(keys, phi, psi)
         y = x.at[coords].set((lower + index).astype(x.dtype), mode="drop")
         # reverse: the probability of drawing x's blocks from the conditionals at y
         terms_y = log_terms(y)
@@ -277,7 +233,7 @@ def build_kernel(plan: BlockPlan) -> Callable[[jax.Array, State, LogTerms], tupl
         phi_y, psi_y = class_potentials(log_terms, plan, c, y, terms_y)
         x_index = jnp.take(x, coords, mode="fill", fill_value=0) - lower
         x_index = jnp.where(coords < x.shape[0], x_index, 0)
-        log_q_reverse = jax.vmap(chain_log_prob)(x_index, phi_y, psi_y)
+        log_q_reverse = jax.vmap(log_prob)(x_index, phi_y, psi_y)
         log_accept = log_p_y - log_p + jnp.sum(log_q_reverse) - jnp.sum(log_q_forward)
         (x_new, terms_new, log_p_new), accept_prob, accepted = mh_accept(
             key_accept,
