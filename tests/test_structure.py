@@ -195,8 +195,8 @@ def test_elementwise_and_sliced_programs():
 
 def test_values_used_as_indices_and_in_loops():
     """A gather whose indices depend on x depends on them (and on every element of the
-    operand if those depend on x: here all coordinates, so dense); an operation without a
-    rule (a scan) depends on everything its inputs depend on."""
+    operand if those depend on x: here all coordinates, so dense); a scan's carry depends
+    on what each iteration adds to it."""
     table = jnp.arange(12.0).reshape(4, 3)
 
     def terms(x):

@@ -335,3 +335,16 @@ def test_a_scan_reading_traced_values_falls_back_to_the_dense_rule():
 
     detect(jnp.ones(N))
     assert found["deps"].dense.all()
+
+
+def test_stacked_arrays_keep_their_dependencies():
+    """``jnp.stack`` (a primitive of its own) moves the sets with the data."""
+
+    def terms(x):
+        xf = x.astype(jnp.float32)
+        return jnp.stack([xf * 2.0, xf[::-1]], axis=1).ravel()
+
+    dependencies = detect_dependencies(terms, np.zeros(3, np.int32))
+    assert not dependencies.dense.any()
+    pairs = set(zip(dependencies.terms.tolist(), dependencies.coords.tolist(), strict=True))
+    assert pairs == {(0, 0), (1, 2), (2, 1), (3, 1), (4, 2), (5, 0)}

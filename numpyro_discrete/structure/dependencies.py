@@ -642,7 +642,7 @@ def _padded(sets: np.ndarray | None, shape: tuple, width: int) -> np.ndarray:
 
 
 def _data_operands(name: str, num_operands: int) -> tuple[int, ...]:
-    if name == "concatenate":
+    if name in ("concatenate", "stack"):
         return tuple(range(num_operands))
     return {"dynamic_update_slice": (0, 1), "pad": (0, 1)}.get(name, (0,))
 
@@ -727,6 +727,7 @@ _DATA_MOVES: dict[str, Callable[[list, list, dict], Any]] = {
     "rev": lambda s, v, p: np.flip(s[0], axis=tuple(p["dimensions"])),
     "slice": _slice,
     "concatenate": lambda s, v, p: np.concatenate(s, axis=p["dimension"]),
+    "stack": lambda s, v, p: np.stack(s, axis=p["axis"]),
     "pad": _pad,
     "dynamic_slice": _dynamic_slice,
     "dynamic_update_slice": _dynamic_update_slice,
