@@ -17,7 +17,7 @@ from numpyro.diagnostics import effective_sample_size
 import numpyro.distributions as dist
 from numpyro.infer import MCMC
 
-from numpyro_discrete.core import chromatic
+from numpyro_discrete.core import block_gibbs, chromatic
 from numpyro_discrete.core.neighbourhood import CoordinateSupports, SupportKind
 
 # --- enumerated spaces ----------------------------------------------------------------------
@@ -311,6 +311,84 @@ def chromatic_sweep_matrix(target, structure, states):
     matrix = np.eye(len(states))
     for c in range(structure.num_colours):
         matrix = matrix @ chromatic_class_matrix(target, structure, states, c)
+    return matrix
+
+
+def block_log_probs(phi, psi, length, count):
+    """``{sequence: log p}`` of one block's chain from its potentials, by enumeration."""
+    sequences = list(itertools.product(*(range(int(c)) for c in count[:length])))
+    energy = np.array(
+        [
+            sum(phi[i, v] for i, v in enumerate(seq))
+            + sum(psi[i, seq[i], seq[i + 1]] for i in range(length - 1))
+            for seq in sequences
+        ]
+    )
+    top = energy.max()
+    log_z = top + np.log(np.sum(np.exp(energy - top)))
+    return dict(zip(sequences, energy - log_z, strict=True))
+
+
+def block_class_matrix(target, plan, states, c):
+    """The exact transition matrix of the move of class `c`: the core's potentials at each
+    state, every joint draw of the class's blocks with its probability (the blocks' chains
+    enumerated), the reverse draw's probability from the potentials at the new state, and
+    the MH test."""
+    log_terms = target.log_terms()
+
+    @jax.jit
+    def potentials(x):
+        terms = log_terms(x)
+        return (jnp.sum(terms),) + block_gibbs.class_potentials(log_terms, plan, c, x, terms)
+
+    coords = plan.coords[c]
+    rows = [coords[b][coords[b] < target.num_coords] for b in range(coords.shape[0])]
+    rows = [r for r in rows if r.size]
+    lower = plan.lower
+    lookup = state_lookup(states)
+    cache = {}
+
+    def at(i):
+        if i not in cache:
+            log_p, phi, psi = (
+                np.asarray(a, np.float64) for a in potentials(jnp.asarray(states[i]))
+            )
+            chains = [
+                block_log_probs(phi[b], psi[b], row.size, plan.num_values[row])
+                for b, row in enumerate(rows)
+            ]
+            cache[i] = log_p, chains
+        return cache[i]
+
+    def log_q(chains, x):
+        return sum(
+            chains[b][tuple(int(v) for v in x[row] - lower[row])] for b, row in enumerate(rows)
+        )
+
+    matrix = np.zeros((len(states), len(states)))
+    for i in range(len(states)):
+        log_p, chains = at(i)
+        for draw in itertools.product(*(chain.items() for chain in chains)):
+            forward = sum(lp for _, lp in draw)
+            if not np.isfinite(forward):
+                continue
+            y = states[i].copy()
+            for row, (sequence, _) in zip(rows, draw, strict=True):
+                y[row] = lower[row] + np.asarray(sequence)
+            k = int(lookup(y[None])[0])
+            log_p_y, chains_y = at(k)
+            reverse = log_q(chains_y, states[i])
+            accept = min(1.0, np.exp(log_p_y - log_p + reverse - forward))
+            matrix[i, k] += np.exp(forward) * accept
+            matrix[i, i] += np.exp(forward) * (1.0 - accept)
+    return matrix
+
+
+def block_sweep_matrix(target, plan, states):
+    """The product over the classes of :func:`block_class_matrix`: one sweep."""
+    matrix = np.eye(len(states))
+    for c in range(plan.coords.shape[0]):
+        matrix = matrix @ block_class_matrix(target, plan, states, c)
     return matrix
 
 

@@ -19,7 +19,13 @@ from numpyro_discrete import BlockGibbs, LBPGibbs
 from numpyro_discrete.core import block_gibbs
 from numpyro_discrete.structure.chain_blocks import find_chain_blocks
 
-from helpers import assert_irreducible, chi_square_rows, state_lookup
+from helpers import (
+    assert_irreducible,
+    block_class_matrix,
+    block_sweep_matrix,
+    chi_square_rows,
+    state_lookup,
+)
 
 CHAIN_METHODS = ["sequential", "vectorized", "parallel"]
 
@@ -65,76 +71,6 @@ def all_states(target):
     return np.array(list(itertools.product(*values)), np.int32)
 
 
-def block_log_probs(phi, psi, length, count):
-    """``{sequence: log p}`` of one block's chain from its potentials, by enumeration."""
-    sequences = list(itertools.product(*(range(int(c)) for c in count[:length])))
-    energy = np.array(
-        [
-            sum(phi[i, v] for i, v in enumerate(seq))
-            + sum(psi[i, seq[i], seq[i + 1]] for i in range(length - 1))
-            for seq in sequences
-        ]
-    )
-    top = energy.max()
-    log_z = top + np.log(np.sum(np.exp(energy - top)))
-    return dict(zip(sequences, energy - log_z, strict=True))
-
-
-def class_matrix(target, plan, states, c):
-    """The exact transition matrix of the move of class `c`: the core's potentials at each
-    state, every joint draw of the class's blocks with its probability (the blocks' chains
-    enumerated), the reverse draw's probability from the potentials at the new state, and
-    the MH test."""
-    log_terms = target.log_terms()
-
-    @jax.jit
-    def potentials(x):
-        terms = log_terms(x)
-        return (jnp.sum(terms),) + block_gibbs.class_potentials(log_terms, plan, c, x, terms)
-
-    coords = plan.coords[c]
-    rows = [coords[b][coords[b] < target.num_coords] for b in range(coords.shape[0])]
-    rows = [r for r in rows if r.size]
-    lower = plan.lower
-    lookup = state_lookup(states)
-    cache = {}
-
-    def at(i):
-        if i not in cache:
-            log_p, phi, psi = (
-                np.asarray(a, np.float64) for a in potentials(jnp.asarray(states[i]))
-            )
-            chains = [
-                block_log_probs(phi[b], psi[b], row.size, plan.num_values[row])
-                for b, row in enumerate(rows)
-            ]
-            cache[i] = log_p, chains
-        return cache[i]
-
-    def log_q(chains, x):
-        return sum(
-            chains[b][tuple(int(v) for v in x[row] - lower[row])] for b, row in enumerate(rows)
-        )
-
-    matrix = np.zeros((len(states), len(states)))
-    for i in range(len(states)):
-        log_p, chains = at(i)
-        for draw in itertools.product(*(chain.items() for chain in chains)):
-            forward = sum(lp for _, lp in draw)
-            if not np.isfinite(forward):
-                continue
-            y = states[i].copy()
-            for row, (sequence, _) in zip(rows, draw, strict=True):
-                y[row] = lower[row] + np.asarray(sequence)
-            k = int(lookup(y[None])[0])
-            log_p_y, chains_y = at(k)
-            reverse = log_q(chains_y, states[i])
-            accept = min(1.0, np.exp(log_p_y - log_p + reverse - forward))
-            matrix[i, k] += np.exp(forward) * accept
-            matrix[i, i] += np.exp(forward) * (1.0 - accept)
-    return matrix
-
-
 def posterior(target, states):
     log_p = np.asarray(jax.vmap(target.log_density())(jnp.asarray(states)), np.float64)
     p = np.exp(log_p - log_p.max())
@@ -171,7 +107,7 @@ def test_each_block_draws_its_exact_conditional(model, x64):
     pi = posterior(target, states)
     sweep = np.eye(len(states))
     for c in range(found.num_classes):
-        matrix = class_matrix(target, plan, states, c)
+        matrix = block_class_matrix(target, plan, states, c)
         np.testing.assert_allclose(matrix.sum(1), 1.0, atol=1e-6)
         outside = np.ones(target.num_coords, bool)
         outside[plan.coords[c][plan.coords[c] < target.num_coords]] = False
@@ -197,9 +133,7 @@ def test_compiled_sample_follows_the_exact_sweep(parallel, x64, monkeypatch):
     monkeypatch.setattr(block_gibbs, "build_kernel", lambda plan: build(plan, parallel=parallel))
     states = all_states(target)[::9]  # a subset of starting states; targets are all states
     every = all_states(target)
-    sweep = np.eye(len(every))
-    for c in range(found.num_classes):
-        sweep = sweep @ class_matrix(target, plan, every, c)
+    sweep = block_sweep_matrix(target, plan, every)
     lookup = state_lookup(every)
     rows = lookup(states)
     draws = 2000
