@@ -207,7 +207,7 @@ def main(argv=None):
     parser.add_argument("--L", type=int, default=200, help="number of time steps")
     parser.add_argument("--K", type=int, default=3, help="number of binary chains")
     parser.add_argument("--num-warmup", type=int, default=1500)
-    parser.add_argument("--num-samples", type=int, default=2000)
+    parser.add_argument("--num-samples", type=int, default=3000)
     parser.add_argument("--num-chains", type=int, default=4, help="vectorized chains")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
