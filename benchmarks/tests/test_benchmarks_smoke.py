@@ -78,6 +78,22 @@ def test_bench_binary_quick(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
+def test_bench_chain_blocks_quick(tmp_path):
+    """``benchmarks/bench_chain_blocks.py --quick`` runs its four samplers and reports the
+    mean signal's ESS, R-hat and ESS/s relative to both anchors."""
+    _run_quick("bench_chain_blocks", tmp_path)
+    result = json.loads((tmp_path / "bench_chain_blocks_L12_K2.json").read_text())
+    rows = {row["method"]: row for row in result["rows"]}
+    assert set(rows) == {"LBPGibbs[block]", "FFBS-Gibbs", "DiscreteHMCGibbs", "LBPGibbs"}
+    for name, row in rows.items():
+        for field in ("end_to_end_s", "step_ms", "ess_signal_min", "rhat_signal_max",
+                      "ess_signal_per_s"):  # fmt: skip
+            assert _is_finite_number(row[field]) and row[field] > 0, (name, field)
+        assert set(row["signal_per_s_vs"]) == {"FFBS-Gibbs", "DiscreteHMCGibbs"}
+    assert rows["FFBS-Gibbs"]["signal_per_s_vs"]["FFBS-Gibbs"] == 1.0
+
+
+@pytest.mark.slow
 def test_bench_fhmm_quick(tmp_path, monkeypatch):
     """``benchmarks/bench_fhmm.py --quick`` runs every sampler and reports finite ESS/s."""
     monkeypatch.syspath_prepend(str(ROOT))
