@@ -33,7 +33,6 @@ __all__ = [
     "block_plan",
     "build_kernel",
     "class_potentials",
-    "init",
     "value_counts",
 ]
 
@@ -138,11 +137,6 @@ def block_plan(
         num_values=np.r_[np.minimum(counts, MAX_BLOCK_VALUES + 1), 1].astype(np.int32),
         max_values=int(counts.max()) if counts.size else 1,
     )
-
-
-def init(position: jax.Array, log_terms: LogTerms) -> State:
-    """The state at `position` (``log pi`` the sum of the terms; no ratios cached)."""
-    return State(position, jnp.sum(log_terms(position)), None)
 
 
 def class_potentials(

@@ -7,11 +7,9 @@ from typing import NamedTuple
 import warnings
 
 import jax
-from jax import random
 
 from numpyro_discrete.core import block_gibbs
-from numpyro_discrete.core.state import State
-from numpyro_discrete.kernels.base import DiscreteKernel
+from numpyro_discrete.kernels.chromatic import ExactSweepKernel
 from numpyro_discrete.model.layout import SiteSupport
 from numpyro_discrete.model.target import DiscreteTarget
 from numpyro_discrete.structure.chain_blocks import NotAChainError, find_chain_blocks
@@ -47,7 +45,7 @@ class BlockGibbsState(NamedTuple):
     rng_key: jax.Array
 
 
-class BlockGibbs(DiscreteKernel):
+class BlockGibbs(ExactSweepKernel):
     """
     Block Gibbs sampling by chain blocks [1, 2] of the discrete latent sites of a model: at
     ``init`` the kernel reads from the model's program which coordinates each term of the
@@ -109,6 +107,8 @@ class BlockGibbs(DiscreteKernel):
         >>> assert abs(x.mean() - 0.5) < 0.15
     """
 
+    state_type = BlockGibbsState
+
     def __init__(
         self,
         model: Callable | None = None,
@@ -166,19 +166,3 @@ class BlockGibbs(DiscreteKernel):
 
     def _stuck_advice(self, site: str) -> str:
         return "Its draws are exact conditionals: try a longer run."
-
-    def _density(self, model_args: tuple, model_kwargs: Mapping | None) -> Callable:
-        return self._target.log_terms(model_args, model_kwargs)
-
-    def _core_init(self, position: jax.Array, density: Callable) -> State:
-        return block_gibbs.init(position, density)
-
-    def _init_state(self, rng_key: jax.Array, state: State) -> BlockGibbsState:
-        return BlockGibbsState(**self._initial_fields(rng_key, state))
-
-    def _step(
-        self, state: BlockGibbsState, position: State, log_terms: Callable
-    ) -> BlockGibbsState:
-        key_next, key_step = random.split(state.rng_key)
-        new, info = self._transition(key_step, position, log_terms)
-        return BlockGibbsState(**self._step_fields(state, new, info, key_next))

@@ -15,7 +15,7 @@ from numpyro_discrete.kernels.base import DiscreteKernel
 from numpyro_discrete.model.layout import SiteSupport
 from numpyro_discrete.model.target import DiscreteTarget
 
-__all__ = ["ChromaticGibbs", "ChromaticGibbsState"]
+__all__ = ["ChromaticGibbs", "ChromaticGibbsState", "ExactSweepKernel"]
 
 
 class ChromaticGibbsState(NamedTuple):
@@ -46,7 +46,29 @@ class ChromaticGibbsState(NamedTuple):
     rng_key: jax.Array
 
 
-class ChromaticGibbs(DiscreteKernel):
+class ExactSweepKernel(DiscreteKernel):
+    """Base of the kernels whose step is a sweep of exact conditional draws over classes of
+    coordinates, evaluated from the terms of ``log pi`` (:class:`ChromaticGibbs`,
+    :class:`~numpyro_discrete.BlockGibbs`); their state is :attr:`state_type`."""
+
+    state_type: type = NamedTuple
+
+    def _density(self, model_args: tuple, model_kwargs: Mapping | None) -> Callable:
+        return self._target.log_terms(model_args, model_kwargs)
+
+    def _core_init(self, position: jax.Array, density: Callable) -> State:
+        return chromatic.init(position, density)
+
+    def _init_state(self, rng_key: jax.Array, state: State) -> NamedTuple:
+        return self.state_type(**self._initial_fields(rng_key, state))
+
+    def _step(self, state: NamedTuple, position: State, log_terms: Callable) -> NamedTuple:
+        key_next, key_step = random.split(state.rng_key)
+        new, info = self._transition(key_step, position, log_terms)
+        return self.state_type(**self._step_fields(state, new, info, key_next))
+
+
+class ChromaticGibbs(ExactSweepKernel):
     """
     Chromatic Gibbs sampling [1] of the discrete latent sites of a model: at ``init`` the
     kernel reads from the model's program which coordinates each term of the log joint
@@ -115,6 +137,8 @@ class ChromaticGibbs(DiscreteKernel):
         >>> assert abs(x.mean() - 0.5) < 0.05
     """
 
+    state_type = ChromaticGibbsState
+
     def __init__(
         self,
         model: Callable | None = None,
@@ -152,19 +176,3 @@ class ChromaticGibbs(DiscreteKernel):
                 stacklevel=4,
             )
         self._transition = chromatic.build_kernel(target.neighbourhood, structure)
-
-    def _density(self, model_args: tuple, model_kwargs: Mapping | None) -> Callable:
-        return self._target.log_terms(model_args, model_kwargs)
-
-    def _core_init(self, position: jax.Array, density: Callable) -> State:
-        return chromatic.init(position, density)
-
-    def _init_state(self, rng_key: jax.Array, state: State) -> ChromaticGibbsState:
-        return ChromaticGibbsState(**self._initial_fields(rng_key, state))
-
-    def _step(
-        self, state: ChromaticGibbsState, position: State, log_terms: Callable
-    ) -> ChromaticGibbsState:
-        key_next, key_step = random.split(state.rng_key)
-        new, info = self._transition(key_step, position, log_terms)
-        return ChromaticGibbsState(**self._step_fields(state, new, info, key_next))
