@@ -83,9 +83,10 @@ class ChromaticGibbs(ExactSweepKernel):
     It is the sampler of choice for sparse models: lattices (2 classes), mixtures given
     their parameters (1 class), hidden Markov and factorial models, block models. A sweep
     moves all ``N`` coordinates for about ``2 C M`` model evaluations, so it loses to
-    :class:`ALBP` where the colour count ``C`` (:attr:`num_colours`) is large: a term
-    summed over many coordinates (``numpyro.factor("f", jnp.sum(...))``) couples them all.
-    Write factors elementwise to expose the structure.
+    :class:`ALBP` where the colour count ``C`` (:attr:`num_colours`) is large: a factor
+    that depends on many coordinates at once and is not a sum of their terms (a
+    ``logsumexp``, a square of a sum) couples them all; sums (``jnp.sum(...)``, ``.sum()``)
+    are split into their summands before detection.
 
     New values: a binary coordinate is drawn from both values; a categorical one from all
     categories; an ordinal one from the values at the distances of its ladder (1 up to twice
@@ -167,11 +168,12 @@ class ChromaticGibbs(ExactSweepKernel):
         elif structure.dense_terms.size and target.num_coords > 1:
             warnings.warn(
                 f"ChromaticGibbs: every coordinate of sites {list(target.layout.names)} "
-                "interacts with every other (a term of the log joint depends on all of them, "
-                "e.g. a factor summed over the sites), so each sweep moves one coordinate "
-                "per class at the cost of about 2M+1 model evaluations each. Write factors "
-                "elementwise (`numpyro.factor('f', J * s[:-1] * s[1:])`, not its sum) to "
-                "expose the structure, or use ALBP.",
+                "interacts with every other (a term of the log joint depends on all of them "
+                "and is not a sum of their terms, e.g. a logsumexp or a square of a sum), so "
+                "each sweep moves one coordinate per class at the cost of about 2M+1 model "
+                "evaluations each. Write such a factor as an array or a sum of terms "
+                "(`numpyro.factor('f', J * s[:-1] * s[1:])`) to expose the structure, or use "
+                "ALBP.",
                 UserWarning,
                 stacklevel=4,
             )

@@ -32,7 +32,9 @@ integer arrays of shape ``value.shape + (K,)``, padded with ``-1``.
   missed. Kernels stay exact (their MH test uses ``log pi`` itself); only their proposals
   become approximate.
 - A term that is a sum over the lattice (``jnp.sum(J * x[:-1] * x[1:])`` as one factor)
-  depends on every coordinate: write factors elementwise to expose the structure.
+  depends on every coordinate here; :mod:`~numpyro_discrete.structure.sums` splits such
+  sums into their summands before detection (the target does), so that only factors that
+  are not sums (a ``logsumexp``, a square of a sum) stay dense.
 """
 
 from collections.abc import Callable, Mapping, Sequence
