@@ -249,11 +249,12 @@ def coordinatewise_transition_matrices(local_fn, neighbourhood, squared_distance
     return lambda step_size, balancing: _matrix(states, *moves(step_size, balancing))
 
 
-def chromatic_class_matrix(target, structure, states, colour):
+def chromatic_class_matrix(target, structure, states, colour, mh_test=True):
     """The exact transition matrix of the move of class `colour` of a chromatic sweep over
     the enumerated `states` (rows of the target's flat vector): the class's proposal from
     the core ``class_conditional`` at every state (its members padded as the kernel pads
-    them), every joint choice of its members' options, and the MH test."""
+    them), every joint choice of its members' options, and the MH test (every draw taken
+    without `mh_test`)."""
     log_terms = target.log_terms()
     neighbourhood = target.neighbourhood
     in_class = structure.colour == colour
@@ -300,17 +301,17 @@ def chromatic_class_matrix(target, structure, states, colour):
                 log_probs_y[r, np.flatnonzero(values_y[r] == states[i][j])[0]]
                 for r, j in zip(rows, members, strict=True)
             )
-            accept = min(1.0, np.exp(log_p_y - log_p + log_q_back - log_q))
+            accept = min(1.0, np.exp(log_p_y - log_p + log_q_back - log_q)) if mh_test else 1.0
             matrix[i, k] += np.exp(log_q) * accept
             matrix[i, i] += np.exp(log_q) * (1.0 - accept)
     return matrix
 
 
-def chromatic_sweep_matrix(target, structure, states):
+def chromatic_sweep_matrix(target, structure, states, mh_test=True):
     """The product of the class matrices, in the order a sweep visits the classes."""
     matrix = np.eye(len(states))
     for c in range(structure.num_colours):
-        matrix = matrix @ chromatic_class_matrix(target, structure, states, c)
+        matrix = matrix @ chromatic_class_matrix(target, structure, states, c, mh_test)
     return matrix
 
 
@@ -329,11 +330,11 @@ def block_log_probs(phi, psi, length, count):
     return dict(zip(sequences, energy - log_z, strict=True))
 
 
-def block_class_matrix(target, plan, states, c):
+def block_class_matrix(target, plan, states, c, mh_test=True):
     """The exact transition matrix of the move of class `c`: the core's potentials at each
     state, every joint draw of the class's blocks with its probability (the blocks' chains
     enumerated), the reverse draw's probability from the potentials at the new state, and
-    the MH test."""
+    the MH test (every draw taken without `mh_test`)."""
     log_terms = target.log_terms()
 
     @jax.jit
@@ -378,17 +379,17 @@ def block_class_matrix(target, plan, states, c):
             k = int(lookup(y[None])[0])
             log_p_y, chains_y = at(k)
             reverse = log_q(chains_y, states[i])
-            accept = min(1.0, np.exp(log_p_y - log_p + reverse - forward))
+            accept = min(1.0, np.exp(log_p_y - log_p + reverse - forward)) if mh_test else 1.0
             matrix[i, k] += np.exp(forward) * accept
             matrix[i, i] += np.exp(forward) * (1.0 - accept)
     return matrix
 
 
-def block_sweep_matrix(target, plan, states):
+def block_sweep_matrix(target, plan, states, mh_test=True):
     """The product over the classes of :func:`block_class_matrix`: one sweep."""
     matrix = np.eye(len(states))
     for c in range(plan.coords.shape[0]):
-        matrix = matrix @ block_class_matrix(target, plan, states, c)
+        matrix = matrix @ block_class_matrix(target, plan, states, c, mh_test)
     return matrix
 
 

@@ -120,20 +120,29 @@ def test_each_block_draws_its_exact_conditional(model, x64):
     assert_irreducible(sweep)
 
 
-@pytest.mark.parametrize("parallel", [False, True])
-def test_compiled_sample_follows_the_exact_sweep(parallel, x64, monkeypatch):
+@pytest.mark.parametrize(("parallel", "mh_test"), [(False, False), (True, False), (False, True)])
+def test_compiled_sample_follows_the_exact_sweep(parallel, mh_test, x64, monkeypatch):
     """Chi-square of one compiled ``kernel.sample`` from every state against the product of
     the class matrices, with sequential and with associative-scan filtering and sampling
-    (the kernel picks one by backend)."""
+    (the kernel picks one by backend), with and without the MH test (the structure is
+    proven, so the kernel takes every draw; the test's matrix equals the Gibbs one)."""
     kernel = BlockGibbs(two_chains)
     _, target = initialised(kernel)
+    assert target.structure.exact and not kernel.mh_test
     found = find_chain_blocks(target.structure, target.layout.names, target.layout.shapes)
     plan = block_gibbs.block_plan(found, target.structure, target.layout.coordinate_supports())
     build = block_gibbs.build_kernel
-    monkeypatch.setattr(block_gibbs, "build_kernel", lambda plan: build(plan, parallel=parallel))
+    monkeypatch.setattr(
+        block_gibbs,
+        "build_kernel",
+        lambda plan, **kwargs: build(plan, parallel=parallel, mh_test=mh_test),
+    )
     states = all_states(target)[::9]  # a subset of starting states; targets are all states
     every = all_states(target)
     sweep = block_sweep_matrix(target, plan, every)
+    np.testing.assert_allclose(
+        block_sweep_matrix(target, plan, every, mh_test=False), sweep, atol=1e-10
+    )
     lookup = state_lookup(every)
     rows = lookup(states)
     draws = 2000

@@ -254,6 +254,10 @@ def test_chromatic_sweep_is_exact_on_random_models(spec, x64):
     states = rm.enumerated_states(spec)
     pi = target_pi(target, states)
     matrix = chromatic_sweep_matrix(target, target.structure, states)
+    if not kernel.mh_test:
+        # the kernel takes every draw: that is the MH sweep (which then accepts everything)
+        gibbs = chromatic_sweep_matrix(target, target.structure, states, mh_test=False)
+        np.testing.assert_allclose(gibbs, matrix, atol=1e-10)
     np.testing.assert_allclose(matrix.sum(1), 1.0, atol=1e-10)
     np.testing.assert_allclose(pi @ matrix, pi, atol=1e-10)
     assert_irreducible(matrix)
@@ -275,6 +279,10 @@ def test_block_sweep_is_exact_on_random_models(spec, x64):
     states = rm.enumerated_states(spec)
     pi = target_pi(target, states)
     matrix = block_sweep_matrix(target, plan, states)
+    if not kernel.mh_test:
+        # the kernel takes every draw: that is the MH sweep (which then accepts everything)
+        gibbs = block_sweep_matrix(target, plan, states, mh_test=False)
+        np.testing.assert_allclose(gibbs, matrix, atol=1e-10)
     np.testing.assert_allclose(matrix.sum(1), 1.0, atol=1e-10)
     np.testing.assert_allclose(pi @ matrix, pi, atol=1e-10)
     assert_irreducible(matrix)

@@ -311,10 +311,12 @@ def test_scans_with_unknown_parameters_fall_back_to_the_dense_rule(params):
     carry_sets = np.array([0], np.int32)
     xs_sets = np.arange(1, N, dtype=np.int32)[:, None]
     invals = [jnp.int32(0), jnp.arange(1, N, dtype=jnp.int32)]
-    _, known = _Analysis(N, 64).eval_eqn(eqn, invals, [carry_sets, xs_sets])
+    _, known, _ = _Analysis(N, 64).eval_eqn(eqn, invals, [carry_sets, xs_sets], [False, False])
     assert sorted(known[1][0][known[1][0] >= 0].tolist()) == [0, 1]
     unknown = eqn.replace(params={**eqn.params, **params})
-    _, outsets = _Analysis(N, 64).eval_eqn(unknown, invals, [carry_sets, xs_sets])
+    _, outsets, _ = _Analysis(N, 64).eval_eqn(
+        unknown, invals, [carry_sets, xs_sets], [False, False]
+    )
     assert [sets.shape for sets in outsets] == [(N,), (N - 1, N)]
     for sets in outsets:
         assert (np.sort(sets, axis=-1) == np.arange(N)).all()

@@ -120,7 +120,7 @@ def class_conditional(
 
 
 def build_kernel(
-    neighbourhood: Neighbourhood, structure: TermStructure
+    neighbourhood: Neighbourhood, structure: TermStructure, mh_test: bool = True
 ) -> Callable[[jax.Array, State, LogTerms], tuple[State, Info]]:
     """
     One chromatic sweep: ``(rng_key, state, log_terms) -> (state, info)``, the classes of
@@ -130,6 +130,11 @@ def build_kernel(
     :param neighbourhood: the candidate values of each coordinate (the conditional of a
         coordinate is over its current value and its valid candidates).
     :param structure: the dependency pairs and colouring of the terms.
+    :param mh_test: test each class's move by Metropolis-Hastings; ``False`` takes every
+        draw (the reverse conditionals are not computed), which is exact only when the
+        colouring is proven valid (:attr:`~TermStructure.exact`) and every coordinate's
+        options are its whole support (binary and categorical coordinates; an ordinal
+        coordinate's window moves with its value).
     """
     # numpy, not jax arrays: `init` may run inside a trace (`pmap`), where a jax array made
     # here would be a tracer captured by the kernel and leaked into later traces
@@ -149,11 +154,15 @@ def build_kernel(
         slot = _inverse_cdf(jnp.exp(log_probs), uniforms[:-1])
         new_values = jnp.take_along_axis(values, slot[:, None], 1)[:, 0]
         y = x.at[members].set(new_values, mode="drop")
+        terms_y = log_terms(y)
+        log_p_y = jnp.sum(terms_y)
+        num_changed = jnp.sum(y != x, dtype=jnp.int32)
+        if not mh_test:
+            # the draw is the class's exact conditional: a Gibbs move, always taken
+            return (y, terms_y, log_p_y), (jnp.ones((), log_p.dtype), jnp.array(True), num_changed)
         log_q_forward = jnp.sum(jnp.take_along_axis(log_probs, slot[:, None], 1))
         # reverse: each coordinate back to x_j from its conditional at y (the window of an
         # ordinal coordinate is symmetric, so x_j is always among y_j's options)
-        terms_y = log_terms(y)
-        log_p_y = jnp.sum(terms_y)
         values_y, log_probs_y = class_conditional(
             log_terms, structure, neighbourhood, y, terms_y, in_class, members
         )
@@ -170,7 +179,7 @@ def build_kernel(
             jnp.isfinite(log_p_y),
             uniform=uniforms[-1],
         )
-        num_changed = jnp.where(accepted, jnp.sum(y != x, dtype=jnp.int32), 0)
+        num_changed = jnp.where(accepted, num_changed, 0)
         return (x_new, terms_new, log_p_new), (accept_prob, accepted, num_changed)
 
     def kernel(rng_key: jax.Array, state: State, log_terms: LogTerms) -> tuple[State, Info]:

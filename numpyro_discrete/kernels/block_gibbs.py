@@ -57,9 +57,11 @@ class BlockGibbs(ExactSweepKernel):
     filtering, backward sampling (sequential scans on CPU, where they measured faster;
     associative scans of ``O(log L)`` depth on accelerators), its potentials read from
     ``M^2`` batched evaluations of
-    the model (``M`` values per coordinate, at most 64). A Metropolis-Hastings test keeps
-    the sweep exact even if detection missed a dependency; for chains of the model it
-    accepts with probability 1. Coordinates of sites without a chain axis are blocks of
+    the model (``M`` values per coordinate, at most 64). Where detection is proven
+    (it read no index or mask computed from the model's arguments or the values it is
+    conditioned on), every draw is taken; elsewhere a Metropolis-Hastings test keeps the
+    sweep exact even if detection missed a dependency (for chains of the model it accepts
+    with probability 1). Coordinates of sites without a chain axis are blocks of
     one coordinate (chromatic Gibbs).
 
     Where strongly coupled coordinates lie along a chain, one joint draw replaces the many
@@ -163,7 +165,9 @@ class BlockGibbs(ExactSweepKernel):
             raise ValueError(f"BlockGibbs: {error}") from None
         self._blocks_found = found.describe(dict(zip(layout.names, layout.shapes, strict=True)))
         plan = block_gibbs.block_plan(found, target.structure, layout.coordinate_supports())
-        self._transition = block_gibbs.build_kernel(plan)
+        # the draws are exact conditionals where the structure is proven: no MH test
+        self._mh_test = not target.structure.exact
+        self._transition = block_gibbs.build_kernel(plan, mh_test=self._mh_test)
 
     def _stuck_advice(self, site: str) -> str:
         return "Its draws are exact conditionals: try a longer run."

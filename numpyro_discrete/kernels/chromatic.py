@@ -6,10 +6,13 @@ from collections.abc import Callable, Mapping
 from typing import NamedTuple
 import warnings
 
+import numpy as np
+
 import jax
 from jax import random
 
 from numpyro_discrete.core import chromatic
+from numpyro_discrete.core.neighbourhood import SupportKind
 from numpyro_discrete.core.state import State
 from numpyro_discrete.kernels.base import DiscreteKernel
 from numpyro_discrete.model.layout import SiteSupport
@@ -53,6 +56,15 @@ class ExactSweepKernel(DiscreteKernel):
 
     state_type: type = NamedTuple
 
+    _mh_test: bool = True
+
+    @property
+    def mh_test(self) -> bool:
+        """Whether each class's move is tested by Metropolis-Hastings (after ``init``):
+        ``False`` where the draws are proven to be exact conditionals, so every one is
+        taken."""
+        return self._mh_test
+
     def _density(self, model_args: tuple, model_kwargs: Mapping | None) -> Callable:
         return self._target.log_terms(model_args, model_kwargs)
 
@@ -76,9 +88,12 @@ class ChromaticGibbs(ExactSweepKernel):
     colours the coordinates so that no two coordinates of a class share a term. Each step
     is a sweep over the classes; in a class, every coordinate draws its new value at once
     from its conditional given the others, all conditionals of the class coming from ``M``
-    batched evaluations of the model (``M`` the number of candidate values). A
-    Metropolis-Hastings test of each class's joint move keeps the sampler exact even if the
-    detection missed a dependency; with a valid colouring it accepts with probability 1.
+    batched evaluations of the model (``M`` the number of candidate values). Where
+    detection is proven (it read no index or mask computed from the model's arguments or
+    the values it is conditioned on) and every coordinate is binary or categorical, every
+    draw is taken; elsewhere a Metropolis-Hastings test of each class's joint move keeps the
+    sampler exact even if the detection missed a dependency (with a valid colouring it
+    accepts with probability 1).
 
     It is the sampler of choice for sparse models: lattices (2 classes), mixtures given
     their parameters (1 class), hidden Markov and factorial models, block models. A sweep
@@ -177,4 +192,10 @@ class ChromaticGibbs(ExactSweepKernel):
                 UserWarning,
                 stacklevel=4,
             )
-        self._transition = chromatic.build_kernel(target.neighbourhood, structure)
+        # a proven colouring draws exact conditionals where each coordinate's options are its
+        # whole support (an ordinal window moves with the value): no MH test there
+        whole_supports = not np.any(target.supports.kind == SupportKind.ORDINAL)
+        self._mh_test = not (structure.exact and whole_supports)
+        self._transition = chromatic.build_kernel(
+            target.neighbourhood, structure, mh_test=self._mh_test
+        )

@@ -4,7 +4,7 @@ the package that reads numpyro models; kernels see a flat integer vector, its lo
 its local log-ratio function.
 """
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -210,6 +210,7 @@ class DiscreteTarget:
             layout,
             site_functions(model_args, model_kwargs),
             site_functions,
+            (model_args, model_kwargs),
             initial,
             weights,
             ordinal_window,
@@ -245,6 +246,7 @@ class DiscreteTarget:
             layout,
             functions,
             lambda args, kwargs: functions,
+            ((), {}),
             layout.flatten(first_chain),
             weights,
             ordinal_window,
@@ -257,6 +259,7 @@ class DiscreteTarget:
         layout: SiteLayout,
         functions: tuple[SiteLogJoint, SiteLogJoint],
         site_functions: SiteFunctions,
+        inputs: tuple[tuple, Mapping[str, Any]],
         initial: jax.Array,
         weights: WeightsArgument,
         ordinal_window: int | None,
@@ -283,7 +286,7 @@ class DiscreteTarget:
         else:
             scales, window = np.ones(layout.num_coords), ordinal_window
         neighbourhood = coordinate_neighbourhood(layout.coordinate_supports(), window=window)
-        structure, note = _detect_structure(log_terms, layout, initial)
+        structure, note = _detect_structure(site_functions, inputs, layout, initial)
         return cls(
             layout=layout,
             weights_mode=_resolve_weights(
@@ -472,12 +475,37 @@ def _with_summands_as_terms(
 
 
 def _detect_structure(
-    log_terms: SiteLogJoint, layout: SiteLayout, initial: jax.Array
+    site_functions: SiteFunctions,
+    inputs: tuple[tuple, Mapping[str, Any]],
+    layout: SiteLayout,
+    initial: jax.Array,
 ) -> tuple[TermStructure, str]:
     """The structure of the terms read at the point `initial` (the dependencies do not
-    depend on it), or a dense one and why."""
-    flat_log_terms = flat_log_density(log_terms, layout)
-    dependencies = _read_dependencies(flat_log_terms, initial)
+    depend on it), or a dense one and why. The array leaves of `inputs` (the model's
+    arguments and conditioning) are the analysis's varying inputs, so that the structure is
+    :attr:`~TermStructure.exact` when it holds whatever their values."""
+    leaves, treedef = jax.tree.flatten(inputs)
+    positions = [i for i, leaf in enumerate(leaves) if _is_plain_array(leaf)]
+
+    def terms_of_inputs(x: jax.Array, *arrays: jax.Array) -> jax.Array:
+        new_leaves = list(leaves)
+        for i, array in zip(positions, arrays, strict=True):
+            new_leaves[i] = array
+        args, kwargs = jax.tree.unflatten(treedef, new_leaves)
+        return flat_log_density(site_functions(args, kwargs)[1], layout)(x)
+
+    arrays = [leaves[i] for i in positions]
+    try:
+        dependencies = _read_dependencies(terms_of_inputs, initial, inputs=arrays)
+    except Exception:
+        # the model computes with its arguments outside jax (numpy, Python branches), so
+        # they cannot be abstract inputs: read them as constants, without the proof
+        dependencies = None
+    flat_log_terms = flat_log_density(site_functions(*inputs)[1], layout)
+    if dependencies is None and arrays:
+        dependencies = _read_dependencies(flat_log_terms, initial)
+        if dependencies is not None:
+            dependencies = dependencies._replace(exact=False)
     if dependencies is None:
         num_terms = jax.eval_shape(flat_log_terms, initial).shape[0]
         return dense_structure(layout.num_coords, num_terms), (
@@ -486,14 +514,24 @@ def _detect_structure(
     return term_structure(dependencies), ""
 
 
+def _is_plain_array(leaf: Any) -> bool:
+    """An array leaf of the model's inputs that may take other values (not a PRNG key)."""
+    return isinstance(leaf, np.ndarray | jax.Array) and not jnp.issubdtype(
+        leaf.dtype, jax.dtypes.extended
+    )
+
+
 def _read_dependencies(
-    fn: Callable[[jax.Array], jax.Array], point: np.ndarray | jax.Array, smooth_only: bool = False
+    fn: Callable[..., jax.Array],
+    point: np.ndarray | jax.Array,
+    smooth_only: bool = False,
+    inputs: Sequence[jax.Array] = (),
 ) -> TermDependencies | None:
     """:func:`detect_dependencies` of `fn` at `point` (it reads the values it needs eagerly,
     even inside a trace: ``pmap``/``vmap`` of ``init``); ``None`` when the model's arguments
     are traced and the indices it needs cannot be read."""
     try:
-        return detect_dependencies(fn, point, smooth_only=smooth_only)
+        return detect_dependencies(fn, point, inputs=inputs, smooth_only=smooth_only)
     except (
         jax.errors.ConcretizationTypeError,
         jax.errors.TracerArrayConversionError,

@@ -39,6 +39,10 @@ class TermStructure(NamedTuple):
     - **coord_terms** - ``(N + 1, D)`` the terms of each coordinate, padded with ``E`` (and
       a last row of padding), for sums by gathers; ``None`` where ``D``, the largest number
       of terms of one coordinate, would make it much larger than the pairs.
+    - **exact** - whether the dependencies are proven (detection read no value that may
+      change; see :attr:`~numpyro_discrete.structure.dependencies.TermDependencies.exact`):
+      a class's conditional draw is then exactly its conditional, and sweeps may skip the
+      reverse half of their Metropolis-Hastings test.
     """
 
     colour: np.ndarray
@@ -48,6 +52,7 @@ class TermStructure(NamedTuple):
     dense_terms: np.ndarray
     num_terms: int
     coord_terms: np.ndarray | None
+    exact: bool
 
     @property
     def num_coords(self) -> int:
@@ -110,6 +115,7 @@ def term_structure(dependencies: TermDependencies) -> TermStructure:
             dependencies.num_coords,
             dependencies.num_terms,
         ),
+        exact=dependencies.exact,
     )
 
 
@@ -141,4 +147,5 @@ def dense_structure(num_coords: int, num_terms: int) -> TermStructure:
         dense_terms=np.arange(num_terms, dtype=np.int32),
         num_terms=num_terms,
         coord_terms=np.full((num_coords + 1, 0), num_terms, np.int32),
+        exact=True,
     )

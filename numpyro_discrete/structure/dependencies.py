@@ -27,10 +27,14 @@ integer arrays of shape ``value.shape + (K,)``, padded with ``-1``.
   set larger than ``max_set_size`` becomes *dense* (every coordinate). Both only
   over-approximate: more colours, never a wrong ratio.
 - **What it can miss**: indices and masks (``select_n`` predicates) computed from values
-  other than ``x`` (a continuous parameter conditioned on by Gibbs, ``jnp.floor(theta)``)
-  are read at their values during detection; if they change later, a dependency may be
-  missed. Kernels stay exact (their MH test uses ``log pi`` itself); only their proposals
-  become approximate.
+  other than ``x`` are read at their values during detection. Those computed from the
+  program's constants never change; those computed from the term function's other
+  *inputs* (the model's arguments, a continuous parameter conditioned on by Gibbs,
+  ``jnp.floor(theta)``) may, and a dependency may then be missed. The analysis tracks
+  which values depend on those inputs: :attr:`TermDependencies.exact` says that no value it
+  read did, so the dependencies hold at every ``x`` and every value of the inputs. Where
+  they may not, kernels stay exact by their MH test (it uses ``log pi`` itself); only their
+  proposals become approximate.
 - A term that is a sum over the lattice (``jnp.sum(J * x[:-1] * x[1:])`` as one factor)
   depends on every coordinate here; :mod:`~numpyro_discrete.structure.sums` splits such
   sums into their summands before detection (the target does), so that only factors that
@@ -107,6 +111,8 @@ class TermDependencies(NamedTuple):
     - **terms**, **coords** - integer arrays of the pairs ``(e, j)`` with ``j in dep(e)``,
       sorted by term; dense terms have no pairs.
     - **dense** - boolean array of shape ``(E,)``: terms that may depend on every coordinate.
+    - **exact** - whether the dependencies are proven to hold whatever the inputs: no value
+      the analysis read (an index, a mask) depended on an input other than ``x``.
     """
 
     num_coords: int
@@ -114,6 +120,7 @@ class TermDependencies(NamedTuple):
     terms: np.ndarray
     coords: np.ndarray
     dense: np.ndarray
+    exact: bool
 
     @property
     def is_dense(self) -> bool:
@@ -122,9 +129,10 @@ class TermDependencies(NamedTuple):
 
 
 def detect_dependencies(
-    terms_fn: Callable[[jax.Array], jax.Array],
+    terms_fn: Callable[..., jax.Array],
     x: np.ndarray,
     *,
+    inputs: Sequence[Any] = (),
     max_set_size: int = 64,
     smooth_only: bool = False,
 ) -> TermDependencies:
@@ -132,21 +140,32 @@ def detect_dependencies(
     The dependencies of the terms of `terms_fn` on the coordinates of `x`, read from its
     jaxpr evaluated at `x` (see the module's docstring for the rules and what they miss).
 
-    :param terms_fn: flat integer vector ``(N,)`` to a 1-D array of terms ``(E,)``.
+    :param terms_fn: ``(x, *inputs)`` with ``x`` a flat integer vector ``(N,)`` to a 1-D
+        array of terms ``(E,)``.
     :param x: a concrete flat vector at which the program is evaluated.
+    :param inputs: arrays that may take other values later (the model's arguments, the
+        values Gibbs conditions on), read at these values; the result is
+        :attr:`~TermDependencies.exact` if no value the rules read depends on them.
     :param max_set_size: a term depending on more coordinates counts as dense.
     :param smooth_only: drop the dependencies that pass through operations locally
         constant in their inputs (comparisons, rounding, conversions to integers or
         booleans): the dependencies a derivative can see.
     """
     x = jnp.asarray(x)
-    closed = jax.make_jaxpr(terms_fn)(x)
+    closed = jax.make_jaxpr(terms_fn)(x, *inputs)
     if len(closed.out_avals) != 1 or len(closed.out_avals[0].shape) != 1:
         raise ValueError(f"the term function must return one 1-D array, got {closed.out_avals}")
     num_coords = int(x.shape[0])
     analysis = _Analysis(num_coords, max_set_size, smooth_only)
     identity = np.arange(num_coords, dtype=np.int32)[:, None]
-    _, (sets,) = analysis.eval_jaxpr(closed.jaxpr, closed.consts, [x], [identity])
+    flat_inputs = jax.tree.leaves(tuple(inputs))
+    _, (sets,), _ = analysis.eval_jaxpr(
+        closed.jaxpr,
+        closed.consts,
+        [x, *flat_inputs],
+        [identity] + [None] * len(flat_inputs),
+        [False] + [True] * len(flat_inputs),
+    )
     num_terms = int(closed.out_avals[0].shape[0])
     if sets is None:
         sets = np.full((num_terms, 1), _PAD, np.int32)
@@ -156,7 +175,12 @@ def detect_dependencies(
     dense = (sets == num_coords).any(axis=1) | (covers_all & (num_coords > 1))
     terms, slots = np.nonzero((sets >= 0) & ~dense[:, None])
     return TermDependencies(
-        num_coords, num_terms, terms.astype(np.int32), sets[terms, slots].astype(np.int32), dense
+        num_coords,
+        num_terms,
+        terms.astype(np.int32),
+        sets[terms, slots].astype(np.int32),
+        dense,
+        not analysis.read_varying,
     )
 
 
@@ -171,6 +195,8 @@ class _Analysis:
         # compiled evaluations of scans returning what their rule reads (a nested scan's
         # is compiled once, not once per iteration of the outer one)
         self.scan_runners: dict[tuple, Callable] = {}
+        # whether a rule read a value depending on an input other than x
+        self.read_varying = False
 
     # --- sets -------------------------------------------------------------------------------
 
@@ -223,73 +249,91 @@ class _Analysis:
         consts: Sequence[Any],
         args: Sequence[Any],
         arg_sets: Sequence[Any],
+        arg_varying: Sequence[bool],
         known: Mapping[Any, Any] | None = None,
         values: dict | None = None,
-    ) -> tuple[list, list]:
-        """The (lazy) output values and the sets of `jaxpr` at `args`. Values are computed
-        only where a rule needs them (indices that do not depend on ``x``): the log density
-        itself is never evaluated, and no operation is compiled that the sets do not need.
-        `known` values of variables replace theirs (a scan's values, computed at once for all
-        of its iterations); `values`, when given, is filled with those of every variable."""
+    ) -> tuple[list, list, list]:
+        """The (lazy) output values, the sets and whether they vary (depend on an input other
+        than ``x``) of `jaxpr` at `args`. Values are computed only where a rule needs them
+        (indices that do not depend on ``x``): the log density itself is never evaluated,
+        and no operation is compiled that the sets do not need. `known` values of variables
+        replace theirs (a scan's values, computed at once for all of its iterations);
+        `values`, when given, is filled with those of every variable."""
         values = {} if values is None else values
         sets: dict = {}
+        varying: dict = {}
 
-        def read(var: Any) -> tuple[Any, Any]:
+        def read(var: Any) -> tuple[Any, Any, bool]:
             if isinstance(var, jex.Literal):
-                return var.val, None
-            return values[var], sets[var]
+                return var.val, None, False
+            return values[var], sets[var], varying[var]
 
         for var, value in zip(jaxpr.constvars, consts, strict=True):
-            values[var], sets[var] = value, None
-        for var, value, s in zip(jaxpr.invars, args, arg_sets, strict=True):
-            values[var], sets[var] = value, s
+            values[var], sets[var], varying[var] = value, None, False
+        for var, value, s, v in zip(jaxpr.invars, args, arg_sets, arg_varying, strict=True):
+            values[var], sets[var], varying[var] = value, s, v
         for eqn in jaxpr.eqns:
-            invals, insets = zip(*map(read, eqn.invars), strict=True) if eqn.invars else ((), ())
-            outvals, outsets = self.eval_eqn(eqn, list(invals), list(insets))
-            for var, value, s in zip(eqn.outvars, outvals, outsets, strict=True):
+            inputs = list(zip(*map(read, eqn.invars), strict=True)) if eqn.invars else [()] * 3
+            outvals, outsets, outvarying = self.eval_eqn(eqn, *map(list, inputs))
+            for var, value, s, v in zip(eqn.outvars, outvals, outsets, outvarying, strict=True):
                 if not isinstance(var, jex.DropVar):
-                    values[var], sets[var] = value, s
+                    values[var], sets[var], varying[var] = value, s, v
                     if known is not None and var in known:
                         values[var] = known[var]
         outs = [read(var) for var in jaxpr.outvars]
-        return [v for v, _ in outs], [s for _, s in outs]
+        return [v for v, _, _ in outs], [s for _, s, _ in outs], [v for _, _, v in outs]
 
-    def eval_eqn(self, eqn: Any, invals: list, insets: list) -> tuple[list, list]:
+    def note_read(self, varies: bool) -> None:
+        """A rule read a value: the dependencies are proven only if none of them varies."""
+        self.read_varying |= bool(varies)
+
+    def eval_eqn(
+        self, eqn: Any, invals: list, insets: list, invarying: list
+    ) -> tuple[list, list, list]:
         name = eqn.primitive.name
         if name in _CALL_JAXPR_PARAMS and any(s is not None for s in insets):
             inner = eqn.params[_CALL_JAXPR_PARAMS[name]]
             if isinstance(inner, jex.ClosedJaxpr):
-                return self.eval_jaxpr(inner.jaxpr, inner.consts, invals, insets)
-            return self.eval_jaxpr(inner, (), invals, insets)
+                return self.eval_jaxpr(inner.jaxpr, inner.consts, invals, insets, invarying)
+            return self.eval_jaxpr(inner, (), invals, insets, invarying)
         if name == "scan" and any(s is not None for s in insets):
-            unrolled = self.scan(eqn, invals, insets)
+            unrolled = self.scan(eqn, invals, insets, invarying)
             if unrolled is not None:
                 return unrolled
         params = eqn.primitive.get_bind_params(eqn.params)
         outvals = _lazy_outputs(eqn, invals, params)
+        outvarying = [any(invarying)] * len(outvals)
         if all(s is None for s in insets) or (self.smooth_only and _locally_constant(eqn)):
-            return outvals, [None] * len(outvals)
+            return outvals, [None] * len(outvals), outvarying
         shapes = [tuple(var.aval.shape) for var in eqn.outvars]
         inshapes = [tuple(var.aval.shape) for var in eqn.invars]
+        # the operands whose values the rule below reads (those without sets)
+        read = [i for i, s in enumerate(insets) if s is None]
         if self.smooth_only and name == "mul" and any(s is None for s in insets):
             # a product with a constant zero (an instantiated zero tangent) is zero
+            self.note_read(invarying[read[0]])
             outsets = [self.times_constant(invals, insets, shapes[0])]
         elif name == "select_n" and insets[0] is None:
-            outsets = [self.select(invals[0], insets[1:], shapes[0])]
+            outsets = [self.select(invals[0], insets[1:], shapes[0], invarying[0])]
         elif name in _ELEMENTWISE:
             outsets = [self.union(insets, shape) for shape in shapes]
         elif name in _DATA_MOVES and all(
             s is None for i, s in enumerate(insets) if i not in _data_operands(name, len(insets))
         ):
             move = _DATA_MOVES[name]
+            operands = _data_operands(name, len(insets))
+            if name in _READS_VALUES:
+                self.note_read(any(invarying[i] for i in read if i not in operands))
             width = max(s.shape[-1] for s in insets if s is not None)
             padded = [
-                _padded(s, shape, width) if i in _data_operands(name, len(insets)) else s
+                _padded(s, shape, width) if i in operands else s
                 for i, (s, shape) in enumerate(zip(insets, inshapes, strict=True))
             ]
             moved = move(padded, invals, params)
             outsets = [self.compact(m) for m in (moved if isinstance(moved, list) else [moved])]
         elif name == "gather":
+            if insets[1] is None:
+                self.note_read(invarying[1])
             outsets = [self.gather(invals, insets, inshapes, shapes[0], params)]
         elif name in _REDUCTIONS:
             outsets = [self.union_over_axes(insets[0], inshapes[0], tuple(params["axes"]))]
@@ -312,7 +356,7 @@ class _Analysis:
                 None if every is None else np.broadcast_to(every, shape + every.shape[-1:])
                 for shape in shapes
             ]
-        return outvals, outsets
+        return outvals, outsets, outvarying
 
     def times_constant(self, invals: list, insets: list, shape: tuple) -> np.ndarray | None:
         """A product with a constant operand: no dependency where that operand is zero."""
@@ -323,15 +367,23 @@ class _Analysis:
         is_zero = np.broadcast_to(np.asarray(_force(constant)) == 0, shape)
         return self.compact(np.where(is_zero[..., None], _PAD, sets))
 
-    def select(self, predicate: Any, cases: list, shape: tuple) -> np.ndarray | None:
+    def select(self, predicate: Any, cases: list, shape: tuple, varies: bool) -> np.ndarray | None:
         """``select_n`` with a predicate that does not depend on x (a mask): each element
-        depends on the case it takes only, so masked-out terms depend on nothing."""
+        depends on the case it takes only, so masked-out terms depend on nothing. A predicate
+        that `varies` counts as read only where the case taken depends on fewer coordinates
+        than the others (a support check of observed data choosing the density over a
+        constant ``-inf`` loses nothing if the data changes)."""
         if all(s is None for s in cases):
             return None
         width = max(s.shape[-1] for s in cases if s is not None)
         stacked = np.stack([_padded(s, shape, width) for s in cases])
         chosen = np.broadcast_to(np.asarray(_force(predicate)).astype(np.int32), shape)
-        return self.compact(np.take_along_axis(stacked, chosen[None, ..., None], axis=0)[0])
+        taken = self.compact(np.take_along_axis(stacked, chosen[None, ..., None], axis=0)[0])
+        if varies:
+            every = self.union(cases, shape)
+            every = None if every is None else self.compact(np.asarray(every))
+            self.note_read(not _same_sets(taken, every, shape))
+        return taken
 
     def gather(
         self, invals: list, insets: list, inshapes: list, shape: tuple, params: dict
@@ -395,7 +447,9 @@ class _Analysis:
             reduced = np.expand_dims(reduced, axis)
         return np.broadcast_to(reduced, shape + reduced.shape[-1:])
 
-    def scan(self, eqn: Any, invals: list, insets: list) -> tuple[list, list] | None:
+    def scan(
+        self, eqn: Any, invals: list, insets: list, invarying: list
+    ) -> tuple[list, list, list] | None:
         """A ``scan`` unrolled: its body evaluated once per iteration with the sets of the
         iteration's inputs (the consts', the carry's from the previous iteration, the
         iteration's slice of the ``xs``'), the ``ys``' sets stacked; ``None`` (no rule) for
@@ -413,6 +467,8 @@ class _Analysis:
         outvals = _lazy_outputs(eqn, invals, eqn.primitive.get_bind_params(params))
         consts, init, xs = _split_at(invals, num_consts, num_carry)
         const_sets, carry_sets, xs_sets = _split_at(insets, num_consts, num_carry)
+        const_varying, carry_varying, xs_varying = _split_at(invarying, num_consts, num_carry)
+        ys_varying = [False] * (len(eqn.outvars) - num_carry)
         xs_shapes = [tuple(var.aval.shape) for var in eqn.invars[num_consts + num_carry :]]
         xs_sets = [
             None if s is None else np.broadcast_to(s, shape + s.shape[-1:])
@@ -457,14 +513,17 @@ class _Analysis:
             x_values = [_Lazy(lambda v=v, t=t: v.get()[t]) for v in xs_host]
             x_sets = [None if s is None else s[t] for s in xs_sets]
             values: dict = {}
-            _, outsets = self.eval_jaxpr(
+            _, outsets, outvarying = self.eval_jaxpr(
                 body,
                 body_consts,
                 [*consts, *carry, *x_values],
                 [*const_sets, *carry_sets, *x_sets],
+                [*const_varying, *carry_varying, *xs_varying],
                 known,
                 values,
             )
+            carry_varying = outvarying[:num_carry]
+            ys_varying = [a or b for a, b in zip(ys_varying, outvarying[num_carry:], strict=True)]
             if step < _RECORDED_STEPS:
                 read_vars.update(
                     (var, None)
@@ -478,7 +537,7 @@ class _Analysis:
             for stacked, s in zip(y_sets, outsets[num_carry:], strict=True):
                 stacked[t] = s
         stacked_sets = [self.stack(s, shape) for s, shape in zip(y_sets, y_shapes, strict=True)]
-        return outvals, list(carry_sets) + stacked_sets
+        return outvals, list(carry_sets) + stacked_sets, list(carry_varying) + ys_varying
 
     def scan_values(
         self,
@@ -536,6 +595,14 @@ class _Analysis:
                 reduced = np.expand_dims(reduced, insert_at)
             parts.append(reduced)
         return self.union(parts, shape)
+
+
+def _same_sets(a: np.ndarray | None, b: np.ndarray | None, shape: tuple) -> bool:
+    """Whether two compacted set arrays hold the same set at every element of `shape`."""
+    if a is None or b is None:
+        return a is None and b is None
+    width = max(a.shape[-1], b.shape[-1])
+    return bool(np.array_equal(_padded(a, shape, width), _padded(b, shape, width)))
 
 
 def _locally_constant(eqn: Any) -> bool:
@@ -719,6 +786,9 @@ def _split(sets: list, values: list, params: dict) -> list:
     boundaries = np.cumsum(params["sizes"])[:-1]
     return np.split(sets[0], boundaries, axis=params["axis"])
 
+
+# the data moves that read the values of their other operands (start indices)
+_READS_VALUES = frozenset({"dynamic_slice", "dynamic_update_slice"})
 
 _DATA_MOVES: dict[str, Callable[[list, list, dict], Any]] = {
     "broadcast_in_dim": _broadcast_in_dim,
