@@ -3,6 +3,7 @@ proposals with gradients, multi-site path moves, adaptive path lengths, chromati
 and exact chain-block Gibbs on the structure read from the model."""
 
 from numpyro_discrete.kernels.acs import ACS, DMALA, ACSState
+from numpyro_discrete.kernels.auto import AutoDiscrete
 from numpyro_discrete.kernels.block_gibbs import BlockGibbs, BlockGibbsState
 from numpyro_discrete.kernels.chromatic import ChromaticGibbs, ChromaticGibbsState
 from numpyro_discrete.kernels.lbp import ALBP, LBP, LBPState
@@ -13,6 +14,7 @@ __all__ = [
     "ACS",
     "ACSState",
     "ALBP",
+    "AutoDiscrete",
     "BlockGibbs",
     "BlockGibbsState",
     "ChromaticGibbs",

@@ -47,7 +47,12 @@ CASES = {
 @pytest.mark.parametrize("case", list(CASES))
 def test_post_warmup_acceptance_is_near_the_target(case):
     model, data = CASES[case]
-    mcmc = MCMC(LBPGibbs(NUTS(model)), num_warmup=1000, num_samples=1000, progress_bar=False)
+    mcmc = MCMC(
+        LBPGibbs(NUTS(model), discrete_kernel=ALBP(model)),
+        num_warmup=1000,
+        num_samples=1000,
+        progress_bar=False,
+    )
     mcmc.run(random.key(0), data(), extra_fields=("accept_prob", "path_length"))
     extra = mcmc.get_extra_fields()
     assert float(extra["path_length"][0]) > 1.5  # R > 1 is reachable here

@@ -161,7 +161,7 @@ def test_cached_block_states_match_the_current_conditioning():
     """After every LBPGibbs step, both blocks' cached potentials (and the discrete block's
     local ratios) are those of a fresh evaluation at the current values of the other block."""
     data, args = _fhmm_args()
-    kernel = LBPGibbs(NUTS(fhmm_model))
+    kernel = LBPGibbs(NUTS(fhmm_model), discrete_kernel=ALBP(fhmm_model))
     state = kernel.init(random.key(5), 20, None, args, {})
     step = jax.jit(lambda s: kernel.sample(s, args, {}))
     for _ in range(10):
@@ -196,7 +196,9 @@ EXTRA = ("accept_prob", "path_length", "num_changed", "hmc_state.accept_prob",
 @pytest.mark.parametrize("chain_method", ["sequential", "parallel"])
 def test_chain_methods_and_extra_fields(chain_method):
     mcmc = _gibbs_mcmc(
-        LBPGibbs(NUTS(beta_bernoulli_model)), num_chains=2, chain_method=chain_method
+        LBPGibbs(NUTS(beta_bernoulli_model), discrete_kernel=ALBP(beta_bernoulli_model)),
+        num_chains=2,
+        chain_method=chain_method,
     )
     mcmc.run(random.key(7), Y_MIX, extra_fields=EXTRA)
     samples = mcmc.get_samples(group_by_chain=True)
@@ -216,7 +218,9 @@ def test_chain_methods_and_extra_fields(chain_method):
 
 def test_print_summary_arviz_and_diagnostics(capsys):
     az = pytest.importorskip("arviz")
-    mcmc = _gibbs_mcmc(LBPGibbs(NUTS(beta_bernoulli_model)))
+    mcmc = _gibbs_mcmc(
+        LBPGibbs(NUTS(beta_bernoulli_model), discrete_kernel=ALBP(beta_bernoulli_model))
+    )
     mcmc.run(random.key(9), Y_MIX, extra_fields=("accept_prob", "path_length"))
     mcmc.print_summary()
     out = capsys.readouterr().out
@@ -273,7 +277,11 @@ def test_discrete_kernel_option_and_enumerated_sites():
 def test_num_discrete_steps_repeats_the_discrete_move():
     """With ``num_discrete_steps=n`` the discrete kernel moves ``n`` times per step and its
     adaptation spans ``n`` times the warmup steps; the composite still pickles."""
-    kernel = LBPGibbs(NUTS(beta_bernoulli_model), num_discrete_steps=4)
+    kernel = LBPGibbs(
+        NUTS(beta_bernoulli_model),
+        discrete_kernel=ALBP(beta_bernoulli_model),
+        num_discrete_steps=4,
+    )
     mcmc = MCMC(kernel, num_warmup=30, num_samples=20, progress_bar=False)
     mcmc.run(random.key(0), Y_MIX, extra_fields=("accept_prob", "path_length"))
     assert int(mcmc.last_state.discrete_state.i) == 4 * (30 + 20)

@@ -17,7 +17,7 @@ from numpyro.infer import MCMC, NUTS
 import numpyro.infer.gibbs
 import numpyro.infer.util
 
-from numpyro_discrete import LBP, LBPGibbs, LBPGibbsState, numpyro_internals
+from numpyro_discrete import ALBP, LBP, LBPGibbs, LBPGibbsState, numpyro_internals
 from numpyro_discrete.numpyro_internals import SAMPLE_FN_ATTRIBUTE
 
 ENTRY = "numpyro_discrete/numpyro_internals.py, entry `{}`: "
@@ -98,7 +98,9 @@ def test_gibbs_state_class():
     if not hasattr(gibbs, "_state_cls"):
         _fail(entry, "numpyro.infer.gibbs.Gibbs has no class attribute `_state_cls`")
     assert LBPGibbs._state_cls is LBPGibbsState
-    state = LBPGibbs(NUTS(gibbs_model)).init(random.key(0), 10, None, (), {})
+    state = LBPGibbs(NUTS(gibbs_model), discrete_kernel=ALBP(gibbs_model)).init(
+        random.key(0), 10, None, (), {}
+    )
     if not isinstance(state, LBPGibbsState):
         _fail(
             entry,

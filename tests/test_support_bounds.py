@@ -38,7 +38,7 @@ KERNELS = {
     "ALBP": lambda: ALBP(jnp_bounds),
     "LBP": lambda: LBP(jnp_bounds, path_length=2),
     "LBPGibbs-discrete-only": lambda: LBPGibbs(NUTS(jnp_bounds)),
-    "LBPGibbs": lambda: LBPGibbs(NUTS(jnp_bounds_mixed)),
+    "LBPGibbs": lambda: LBPGibbs(NUTS(jnp_bounds_mixed), discrete_kernel=ALBP(jnp_bounds_mixed)),
 }
 ALL_METHODS = ["sequential", "parallel", "vectorized"]
 CASES = [
@@ -84,16 +84,19 @@ def continuous_total(counts):
 
 @pytest.mark.parametrize("chain_method", ALL_METHODS)
 @pytest.mark.parametrize(
-    "kernel, source",
-    [(lambda: ALBP(latent_total), "n"), (lambda: LBPGibbs(NUTS(continuous_total)), "rate")],
+    "kernel, source, name",
+    [
+        (lambda: ALBP(latent_total), "n", "ALBP"),
+        (lambda: LBPGibbs(NUTS(continuous_total)), "rate", "AutoDiscrete"),
+    ],
     ids=["ALBP", "LBPGibbs"],
 )
-def test_bound_from_a_latent_site_is_refused(kernel, source, chain_method):
+def test_bound_from_a_latent_site_is_refused(kernel, source, name, chain_method):
     mcmc = MCMC(kernel(), num_warmup=2, num_samples=2, num_chains=2, chain_method=chain_method,
                 progress_bar=False)  # fmt: skip
     message = (
         f"Site 'k' (BinomialProbs) has support bounds computed from the value of latent "
-        f"site(s) ['{source}']; ALBP fixes each site's support at `init`"
+        f"site(s) ['{source}']; {name} fixes each site's support at `init`"
     )
     with pytest.raises(ValueError, match=re.escape(message)):
         mcmc.run(random.key(0), COUNTS)

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 
 from numpyro.infer import MCMC, NUTS
 
-from numpyro_discrete import LBP, ChromaticGibbs, LBPGibbs
+from numpyro_discrete import ALBP, LBP, ChromaticGibbs, LBPGibbs
 
 from helpers import Y_MIX, beta_bernoulli_model
 
@@ -28,7 +28,9 @@ NUM_CHAINS = 3
 NUM_DRAWS = 30
 EXTRA_FIELDS = ("accept_prob", "hmc_state.num_steps", "hmc_state.adapt_state.step_size")
 KERNELS = {
-    "ALBP": lambda: LBPGibbs(NUTS(beta_bernoulli_model)),
+    "ALBP": lambda: LBPGibbs(
+        NUTS(beta_bernoulli_model), discrete_kernel=ALBP(beta_bernoulli_model)
+    ),
     "ChromaticGibbs": lambda: LBPGibbs(
         NUTS(beta_bernoulli_model), discrete_kernel=ChromaticGibbs(beta_bernoulli_model)
     ),

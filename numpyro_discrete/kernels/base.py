@@ -137,6 +137,7 @@ class DiscreteKernel(MCMCKernel):
     def _reset_init(self) -> None:
         """Forget what ``init`` resolved (a new model, or an unpickled kernel)."""
         self._target: DiscreteTarget | None = None
+        self._handed_target: DiscreteTarget | None = None
         self._num_warmup = 0
         # the core transition, built by `_setup`
         self._transition: Callable | None = None
@@ -214,6 +215,12 @@ class DiscreteKernel(MCMCKernel):
         (``"auto"`` resolved at ``init``); ``None`` before ``init``."""
         return None if self._target is None else dict(self._target.weights_mode)
 
+    def hand_target(self, target: DiscreteTarget) -> None:
+        """Use `target`, built for the same model, arguments and weights by a caller that
+        already read it (:class:`~numpyro_discrete.kernels.auto.AutoDiscrete`), at the next
+        ``init`` instead of reading the model again."""
+        self._handed_target = target
+
     def _build_target(
         self,
         rng_key: jax.Array,
@@ -254,7 +261,10 @@ class DiscreteKernel(MCMCKernel):
     ) -> NamedTuple:
         self._num_warmup = num_warmup
         model_kwargs = {} if model_kwargs is None else dict(model_kwargs)
-        target = self._build_target(rng_key, init_params, model_args, model_kwargs)
+        target = self._handed_target or self._build_target(
+            rng_key, init_params, model_args, model_kwargs
+        )
+        self._handed_target = None
         target.check_init_params(init_params)
         self._target = target
         self._setup(target)

@@ -18,6 +18,7 @@ from numpyro.infer.hmc_gibbs import HMCECS
 from numpyro.infer.mcmc import MCMCKernel
 from numpyro.util import is_prng_key
 
+from numpyro_discrete.kernels.auto import AutoDiscrete
 from numpyro_discrete.kernels.base import renamed_field
 from numpyro_discrete.kernels.lbp import ALBP
 from numpyro_discrete.kernels.repeated import RepeatedKernel
@@ -119,10 +120,14 @@ class LBPGibbsState(GibbsState):
 class LBPGibbs(Gibbs):
     """
     Locally balanced proposals within Gibbs, for models with discrete latent sites, with or
-    without continuous ones. Each step runs one step of a discrete kernel (by default
-    :class:`ALBP`, the locally balanced path proposal whose length ``R`` is adapted during
-    warmup [1, 2]) on the discrete sites given the continuous ones, then one step of the
-    inner ``HMC``/``NUTS`` [3] on the continuous sites given the discrete ones. Each block's
+    without continuous ones. Each step runs one step of a discrete kernel on the discrete
+    sites given the continuous ones, then one step of the inner ``HMC``/``NUTS`` [3] on the
+    continuous sites given the discrete ones. By default the discrete kernel is chosen from
+    the model's structure at ``init`` (:class:`~numpyro_discrete.kernels.auto.AutoDiscrete`):
+    :class:`BlockGibbs` for coupled chains, :class:`ChromaticGibbs` where a sweep of exact
+    conditionals is cheap, :class:`ALBP` (locally balanced path proposals whose length ``R``
+    is adapted during warmup [1, 2]) for large dense models; :attr:`discrete_kernel` is the
+    one chosen. Each block's
     cached potential and gradient (or local log-ratios) are recomputed when the other block
     has moved, so both are exact Metropolis-Hastings (or HMC) moves on their conditional and
     the sweep leaves the joint posterior invariant. Warmup adapts both: ``R`` of the discrete
@@ -169,10 +174,11 @@ class LBPGibbs(Gibbs):
 
     :param inner_kernel: a :class:`~numpyro.infer.hmc.HMC` or :class:`~numpyro.infer.hmc.NUTS`
         built from the model; it samples every latent site that is not discrete.
-    :param discrete_kernel: the kernel of the discrete sites, built on the same model
-        callable (e.g. ``LBP(model, path_length=3)`` or ``ALBP(model, balancing="barker")``);
-        any :class:`~numpyro.infer.mcmc.MCMCKernel` that implements ``refresh`` and
-        ``wrap_model``. Defaults to ``ALBP(inner_kernel.model)``.
+    :param discrete_kernel: ``"auto"`` (default; ``None`` means the same) to choose from the
+        model's structure, or the kernel of the discrete sites, built on the same model
+        callable (e.g. ``BlockGibbs(model)`` or ``ALBP(model, balancing="barker")``); any
+        :class:`~numpyro.infer.mcmc.MCMCKernel` that implements ``refresh`` and
+        ``wrap_model``.
     :param int num_discrete_steps: moves of the discrete kernel per step, before the one
         move of the inner kernel (default 1). A discrete move costs two model evaluations
         (with ``weights="gradient"``), a NUTS move tens of them, so several discrete moves
@@ -184,9 +190,10 @@ class LBPGibbs(Gibbs):
         (``True``) instead of draws informed by its conditional. Only ``False`` is accepted:
         LBPGibbs's discrete moves are informed proposals.
     :param bool modified: numpyro's choice of the "modified" (Metropolised) Gibbs proposal,
-        which never proposes a site's current value [4]. The moves of :class:`ALBP` and
-        :class:`LBP` never do either, whatever its value, so both values are accepted and
-        change nothing; with a `discrete_kernel` given, only ``False`` is accepted.
+        which never proposes a site's current value [4]. The moves of :class:`ALBP` never
+        do either, so ``True`` makes :class:`ALBP` the discrete kernel (instead of the one
+        chosen from the structure); with a `discrete_kernel` given, only ``False`` is
+        accepted.
     :param num_discrete_updates: ``MixedHMC``'s number of one-site updates inside each HMC
         trajectory. Only ``None`` is accepted: LBPGibbs alternates whole moves; use
         `num_discrete_steps` for more discrete moves per step.
@@ -219,7 +226,7 @@ class LBPGibbs(Gibbs):
         self,
         inner_kernel: HMC,
         *,
-        discrete_kernel: MCMCKernel | None = None,
+        discrete_kernel: MCMCKernel | str | None = "auto",
         num_discrete_steps: int = 1,
         random_walk: bool = False,
         modified: bool = False,
@@ -256,13 +263,14 @@ class LBPGibbs(Gibbs):
                 "LBPGibbs: `inner_kernel` was built from `potential_fn`; LBPGibbs needs a "
                 "model to tell discrete sites from continuous ones. Build it as NUTS(model)."
             )
-        if discrete_kernel is None:
-            discrete_kernel = ALBP(model)
+        if discrete_kernel is None or discrete_kernel == "auto":
+            # numpyro's `modified` Gibbs never proposes the current value: ALBP's moves
+            discrete_kernel = ALBP(model) if modified else AutoDiscrete(model)
         else:
             name = type(discrete_kernel).__name__
             if not isinstance(discrete_kernel, MCMCKernel) or isinstance(discrete_kernel, HMC):
                 raise ValueError(
-                    f"LBPGibbs: `discrete_kernel` must be a discrete MCMCKernel such as "
+                    f"LBPGibbs: `discrete_kernel` must be 'auto' or a discrete MCMCKernel such as "
                     f"LBP(model) or ALBP(model), got {name}."
                 )
             if getattr(discrete_kernel, "model", None) is not model:
@@ -280,7 +288,16 @@ class LBPGibbs(Gibbs):
 
     @property
     def discrete_kernel(self) -> MCMCKernel:
-        """The kernel of the discrete block (on the conditioned model)."""
+        """The kernel of the discrete block (on the conditioned model): the kernel
+        :class:`~numpyro_discrete.kernels.auto.AutoDiscrete` chose, once ``init`` ran, where
+        none was given."""
+        block = self._discrete_block
+        if isinstance(block, AutoDiscrete) and block.chosen is not None:
+            return block.chosen
+        return block
+
+    @property
+    def _discrete_block(self) -> MCMCKernel:
         return self.blocks[0][0]
 
     @property
@@ -334,7 +351,7 @@ class LBPGibbs(Gibbs):
             if one_chain:
                 return super().init(rng_key, num_warmup, init_params, model_args, kwargs)
             return self._init_vectorized(rng_key, num_warmup, init_params, model_args, kwargs)
-        state = self.discrete_kernel.init(rng_key, num_warmup, init_params, model_args, kwargs)
+        state = self._discrete_block.init(rng_key, num_warmup, init_params, model_args, kwargs)
         setattr(self, SAMPLE_FN_ATTRIBUTE, self._sample_discrete)
         return self._state_cls(state.z, (state,), state.rng_key)
 
@@ -365,7 +382,7 @@ class LBPGibbs(Gibbs):
         # the state's key drives the move, so that a new key set on it (a run resumed from
         # `post_warmup_state`) is the one used
         block = state.block_states[0]._replace(rng_key=state.rng_key)
-        block = self.discrete_kernel.sample(block, model_args, model_kwargs)
+        block = self._discrete_block.sample(block, model_args, model_kwargs)
         return state._replace(z=block.z, block_states=(block,), rng_key=block.rng_key)
 
     def sample(
@@ -384,24 +401,24 @@ class LBPGibbs(Gibbs):
         refresh when it runs alone (LBPGibbs as a block of a larger ``Gibbs``)."""
         if not self._discrete_only:
             return super().refresh(state, model_args, model_kwargs)
-        block = self.discrete_kernel.refresh(state.block_states[0], model_args, model_kwargs)
+        block = self._discrete_block.refresh(state.block_states[0], model_args, model_kwargs)
         return state._replace(block_states=(block,))
 
     def get_constrain_fn(
         self, model_args: tuple, model_kwargs: Mapping[str, Any] | None
     ) -> Callable:
         if self._discrete_only:
-            return self.discrete_kernel.get_constrain_fn(model_args, model_kwargs)
+            return self._discrete_block.get_constrain_fn(model_args, model_kwargs)
         return super().get_constrain_fn(model_args, model_kwargs)
 
     def postprocess_fn(self, model_args: tuple, model_kwargs: Mapping[str, Any] | None) -> Callable:
         if self._discrete_only:
-            return self.discrete_kernel.postprocess_fn(model_args, model_kwargs)
+            return self._discrete_block.postprocess_fn(model_args, model_kwargs)
         return super().postprocess_fn(model_args, model_kwargs)
 
 
 def _check_numpyro_arguments(
-    discrete_kernel: MCMCKernel | None,
+    discrete_kernel: MCMCKernel | str | None,
     random_walk: bool,
     modified: bool,
     num_discrete_updates: int | None,
@@ -418,10 +435,10 @@ def _check_numpyro_arguments(
             "locally balanced proposals. Drop `random_walk`, or keep numpyro's "
             "DiscreteHMCGibbs for uniform proposals."
         )
-    if modified and discrete_kernel is not None:
+    if modified and discrete_kernel not in (None, "auto"):
         raise ValueError(
-            f"LBPGibbs: `modified=True` describes the default discrete kernel (ALBP, which "
-            f"never proposes a site's current value); with `discrete_kernel` given "
+            f"LBPGibbs: `modified=True` selects ALBP as the discrete kernel (its moves "
+            f"never propose a site's current value); with `discrete_kernel` given "
             f"({type(discrete_kernel).__name__}), drop `modified`."
         )
     if num_discrete_updates is not None:

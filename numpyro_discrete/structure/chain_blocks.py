@@ -20,7 +20,7 @@ import scipy.sparse
 
 from numpyro_discrete.structure.colouring import TermStructure, colour_coordinates
 
-__all__ = ["ChainBlocks", "NotAChainError", "chain_axis_problem", "find_chain_blocks"]
+__all__ = ["chain_axes", "ChainBlocks", "NotAChainError", "chain_axis_problem", "find_chain_blocks"]
 
 
 class NotAChainError(ValueError):
@@ -100,6 +100,30 @@ def chain_axis_problem(structure: TermStructure, lines: np.ndarray, num_coords: 
         f"term {term} of the log density depends on positions {touched} of one line "
         "(a chain allows two consecutive positions)"
     )
+
+
+def chain_axes(
+    structure: TermStructure,
+    site_names: tuple[str, ...],
+    site_shapes: tuple[tuple[int, ...], ...],
+    min_length: int = 3,
+) -> dict[str, tuple[int, ...]]:
+    """Per site, every axis of at least `min_length` whose lines are chains (a lattice has
+    two, a time series one)."""
+    found: dict[str, tuple[int, ...]] = {}
+    offset = 0
+    for name, shape in zip(site_names, site_shapes, strict=True):
+        found[name] = tuple(
+            axis
+            for axis in range(len(shape))
+            if shape[axis] >= min_length
+            and chain_axis_problem(
+                structure, _site_lines(offset, shape, axis), structure.num_coords
+            )
+            is None
+        )
+        offset += int(np.prod(shape, dtype=int))
+    return found
 
 
 def find_chain_blocks(

@@ -1,0 +1,198 @@
+"""The discrete kernel chosen from the model's structure, :class:`AutoDiscrete` (the default
+of :class:`~numpyro_discrete.LBPGibbs`): at ``init`` it reads the structure once and runs
+
+1. :class:`~numpyro_discrete.BlockGibbs` where a site's coordinates form coupled chains
+   along one axis (an HMM's states in time, each chain of a factorial HMM): a joint draw
+   of each chain from its exact conditional crosses what one-site moves cannot;
+2. :class:`~numpyro_discrete.ChromaticGibbs` where a sweep of exact conditionals costs at
+   most :data:`SWEEP_BUDGET` evaluations of the model's terms (colour classes times
+   candidate values): mixtures given their parameters (one class), lattices (two), block
+   models and small dense models (one class per coordinate: a systematic-scan Gibbs);
+3. :class:`~numpyro_discrete.ALBP` elsewhere: large dense models, where a sweep would cost
+   too many evaluations and locally balanced path moves change many coordinates per step.
+
+Lattices have chains along two axes; they stay with chromatic sweeps, whose two classes
+cost fewer evaluations than row blocks (``M^2`` per class) and mix well on them (the
+segmentation example converges with them).
+"""
+
+from collections.abc import Callable, Mapping
+import logging
+from typing import Any, NamedTuple
+
+import numpy as np
+
+import jax
+from jax import random
+
+from numpyro.infer.mcmc import MCMCKernel
+from numpyro.util import is_prng_key
+
+from numpyro_discrete.core.block_gibbs import MAX_BLOCK_VALUES, block_plan, value_counts
+from numpyro_discrete.kernels.base import DiscreteKernel
+from numpyro_discrete.kernels.block_gibbs import BlockGibbs
+from numpyro_discrete.kernels.chromatic import ChromaticGibbs
+from numpyro_discrete.kernels.lbp import ALBP
+from numpyro_discrete.model.target import DiscreteTarget
+from numpyro_discrete.structure.chain_blocks import chain_axes, find_chain_blocks
+
+__all__ = ["SWEEP_BUDGET", "AutoDiscrete", "KernelChoice", "choose_discrete_kernel"]
+
+logger = logging.getLogger("numpyro_discrete")
+
+SWEEP_BUDGET = 256
+"""The most evaluations of the model's terms (colour classes times candidate values) a
+chromatic sweep may cost to be chosen over ALBP."""
+
+
+class KernelChoice(NamedTuple):
+    """
+    - **kernel** - the chosen kernel's class.
+    - **reason** - why, in words naming the structure found.
+    """
+
+    kernel: type[DiscreteKernel]
+    reason: str
+
+
+def choose_discrete_kernel(target: DiscreteTarget) -> KernelChoice:
+    """The discrete kernel for `target`, by the rule of this module's docstring."""
+    structure, layout = target.structure, target.layout
+    if target.structure_note:
+        return KernelChoice(ALBP, f"no structure could be read ({target.structure_note})")
+    supports = layout.coordinate_supports()
+    counts = value_counts(supports)
+    if not structure.dense_terms.size and counts.max() <= MAX_BLOCK_VALUES:
+        axes = chain_axes(structure, layout.names, layout.shapes)
+        chained = [name for name, found in axes.items() if len(found) == 1]
+        if chained and not any(len(found) > 1 for found in axes.values()):
+            blocks = find_chain_blocks(structure, layout.names, layout.shapes)
+            if block_plan(blocks, structure, supports).pair_terms.size:
+                return KernelChoice(
+                    BlockGibbs,
+                    f"coupled chains in {chained} ({blocks.num_classes} classes of blocks)",
+                )
+    x = np.asarray(supports.lower)
+    num_candidates = jax.eval_shape(target.neighbourhood.candidates, x).shape[1]
+    cost = structure.num_colours * num_candidates
+    if cost <= SWEEP_BUDGET:
+        return KernelChoice(
+            ChromaticGibbs,
+            f"{structure.num_colours} colour classes x {num_candidates} candidate values = "
+            f"{cost} evaluations per sweep (at most {SWEEP_BUDGET})",
+        )
+    return KernelChoice(
+        ALBP,
+        f"{structure.num_colours} colour classes x {num_candidates} candidate values = "
+        f"{cost} evaluations per sweep (more than {SWEEP_BUDGET})",
+    )
+
+
+class AutoDiscrete(MCMCKernel):
+    """
+    The discrete kernel chosen from the model's structure at ``init``
+    (:func:`choose_discrete_kernel`): :class:`~numpyro_discrete.BlockGibbs` for coupled
+    chains, :class:`~numpyro_discrete.ChromaticGibbs` where a sweep of exact conditionals
+    is cheap, :class:`~numpyro_discrete.ALBP` otherwise. It is the default discrete kernel
+    of :class:`~numpyro_discrete.LBPGibbs`; after ``init``, :attr:`chosen` is the kernel it
+    runs (its state, fields and diagnostics are that kernel's), :attr:`reason` says why,
+    and the choice is logged (logger ``"numpyro_discrete"``, level ``INFO``).
+
+    :param model: Python callable containing numpyro primitives.
+
+    **Example**
+
+    .. doctest::
+
+        >>> import jax
+        >>> import numpyro
+        >>> import numpyro.distributions as dist
+        >>> from numpyro.infer import MCMC
+        >>> from numpyro_discrete import AutoDiscrete
+        ...
+        >>> def model():  # a sticky binary chain: coupled neighbours along one axis
+        ...     x = numpyro.sample("x", dist.Bernoulli(0.5).expand([50]))
+        ...     numpyro.factor("stick", 2.0 * (x[1:] == x[:-1]))
+        ...
+        >>> kernel = AutoDiscrete(model)
+        >>> mcmc = MCMC(kernel, num_warmup=100, num_samples=500, progress_bar=False)
+        >>> mcmc.run(jax.random.key(0))
+        >>> type(kernel.chosen).__name__
+        'BlockGibbs'
+        >>> assert abs(mcmc.get_samples()["x"].mean() - 0.5) < 0.15
+    """
+
+    sample_field = "z"
+
+    def __init__(self, model: Callable) -> None:
+        if not callable(model):
+            raise TypeError(
+                f"AutoDiscrete: `model` must be a numpyro model function, got "
+                f"{type(model).__name__}."
+            )
+        self._model = model
+        self.chosen: DiscreteKernel | None = None
+        self.reason = ""
+
+    @property
+    def model(self) -> Callable:
+        return self._model
+
+    @property
+    def default_fields(self) -> tuple[str, ...]:
+        return ("z",) if self.chosen is None else self.chosen.default_fields
+
+    def init(
+        self,
+        rng_key: jax.Array,
+        num_warmup: int,
+        init_params: Mapping[str, jax.Array] | None,
+        model_args: tuple,
+        model_kwargs: Mapping[str, Any] | None,
+    ) -> NamedTuple:
+        kwargs = {} if model_kwargs is None else dict(model_kwargs)
+        # the target the Gibbs kernels build (exact weights, the same key)
+        key_trace = rng_key if is_prng_key(rng_key) else rng_key[0]
+        target = DiscreteTarget.from_model(
+            self._model,
+            random.fold_in(key_trace, 1),
+            model_args,
+            kwargs,
+            weights="exact",
+            kernel_name=type(self).__name__,
+        )
+        choice = choose_discrete_kernel(target)
+        self.chosen, self.reason = choice.kernel(self._model), choice.reason
+        logger.info("discrete kernel %s: %s", choice.kernel.__name__, choice.reason)
+        if choice.kernel is not ALBP:
+            # ALBP resolves its own ratio modes (gradient or exact)
+            self.chosen.hand_target(target)
+        return self.chosen.init(rng_key, num_warmup, init_params, model_args, kwargs)
+
+    def _running(self) -> DiscreteKernel:
+        if self.chosen is None:
+            raise RuntimeError("AutoDiscrete: call `init` first (MCMC.run does).")
+        return self.chosen
+
+    def sample(self, state: Any, model_args: tuple, model_kwargs: Mapping[str, Any] | None) -> Any:
+        return self._running().sample(state, model_args, model_kwargs)
+
+    def refresh(self, state: Any, model_args: tuple, model_kwargs: Mapping[str, Any] | None) -> Any:
+        return self._running().refresh(state, model_args, model_kwargs)
+
+    def wrap_model(self, wrapper: Callable[[Callable], Callable]) -> "AutoDiscrete":
+        return AutoDiscrete(wrapper(self._model))
+
+    def get_constrain_fn(self, model_args: tuple, model_kwargs: Mapping[str, Any] | None) -> Any:
+        return self._running().get_constrain_fn(model_args, model_kwargs)
+
+    def postprocess_fn(self, model_args: tuple, model_kwargs: Mapping[str, Any] | None) -> Any:
+        return self._running().postprocess_fn(model_args, model_kwargs)
+
+    def get_diagnostics_str(self, state: Any) -> str:
+        kernel = self._running()
+        return f"{type(kernel).__name__}: {kernel.get_diagnostics_str(state)}"
+
+    def __getstate__(self) -> dict[str, Any]:
+        # the chosen kernel holds compiled functions; `init` chooses again after unpickling
+        return {**self.__dict__, "chosen": None, "reason": ""}
