@@ -53,7 +53,7 @@ from benchmarks.measurement import environment, fmt, write_results
 from benchmarks.targets import fhmm_data, fhmm_enumerated_model, fhmm_model
 
 DEFAULT_OUT_DIR = Path(__file__).resolve().parent / "results"
-DEFAULT_METHODS = ("LBPGibbs[block]", "FFBS-Gibbs", "DiscreteHMCGibbs", "LBPGibbs")
+DEFAULT_METHODS = ("LBPGibbs", "FFBS-Gibbs", "DiscreteHMCGibbs", "LBPGibbs[albp]")
 ANCHORS = ("FFBS-Gibbs", "DiscreteHMCGibbs")
 
 

@@ -7,10 +7,12 @@ One process runs, on one simulated FHMM of size ``(L, K)`` (``--L``, ``--K``; ta
 data with ``sigma^2`` of ``--config``, default C2), eight samplers through
 ``numpyro.infer.MCMC``:
 
-- ``LBPGibbs``: :class:`~numpyro_discrete.LBPGibbs` ``(NUTS)``, ALBP on ``X`` with its
-  default gradient estimates of the local log-ratios;
-- ``LBPGibbs[10 moves]``: the same with ``num_discrete_steps=10``, ten ALBP moves of ``X``
-  per NUTS move of the continuous sites;
+- ``LBPGibbs``: :class:`~numpyro_discrete.LBPGibbs` ``(NUTS)`` with its default discrete
+  kernel, chosen from the structure (``BlockGibbs`` on this model);
+- ``LBPGibbs[albp]``: ``discrete_kernel=ALBP(model)``, ALBP on ``X`` with its default
+  gradient estimates of the local log-ratios (the default before the choice by structure);
+- ``LBPGibbs[albp, 10 moves]``: the same with ``num_discrete_steps=10``, ten ALBP moves of
+  ``X`` per NUTS move of the continuous sites;
 - ``LBPGibbs[exact]``: the same with ``ALBP(model, weights="exact")``, the ``L K`` local
   log-ratios evaluated exactly (one vectorised model evaluation per coordinate) - the
   choice when the likelihood is strongly curved in ``X`` (large ``|w| / sigma``), where a
@@ -165,10 +167,17 @@ class Method:
 
 
 METHODS = (
-    Method("LBPGibbs", lambda m, e, a: LBPGibbs(NUTS(m)), True, False, True),
+    Method("LBPGibbs", lambda m, e, a: LBPGibbs(NUTS(m)), True, False),
     Method(
-        "LBPGibbs[10 moves]",
-        lambda m, e, a: LBPGibbs(NUTS(m), num_discrete_steps=10),
+        "LBPGibbs[albp]",
+        lambda m, e, a: LBPGibbs(NUTS(m), discrete_kernel=ALBP(m)),
+        True,
+        False,
+        True,
+    ),
+    Method(
+        "LBPGibbs[albp, 10 moves]",
+        lambda m, e, a: LBPGibbs(NUTS(m), discrete_kernel=ALBP(m), num_discrete_steps=10),
         True,
         False,
         True,

@@ -198,8 +198,6 @@ CASES = [
     Case("path-length-zero", lambda: LBP(binary_model, path_length=0), ValueError, PATH_LENGTH),
     Case("path-length-float", lambda: LBP(binary_model, path_length=2.5), ValueError,
          PATH_LENGTH),
-    Case("path-length-and-num-flips", lambda: LBP(binary_model, path_length=3, num_flips=3),
-         TypeError, "LBP: give `path_length` only; `num_flips` is its deprecated name"),
     Case("unknown-balancing", lambda: LBP(binary_model, balancing="gaussian"), ValueError,
          "Unknown balancing function 'gaussian'; choose one of ['barker', 'sqrt']"),
     Case("unknown-weights", lambda: ALBP(binary_model, weights="hessian"), ValueError,
@@ -317,23 +315,6 @@ def test_even_path_length_on_binary_sites_warns():
     with pytest.warns(UserWarning):
         mcmc.run(random.key(1), init_params={"x": jnp.zeros(3, jnp.int32)})
     assert set(map(int, mcmc.get_samples()["x"].sum(1) % 2)) == {0}
-
-
-# --- deprecated path-length names given beside their new names -----------------------------
-
-
-@pytest.mark.parametrize(
-    "kwargs, message",
-    [
-        ({"init_path_length": 2.0, "init_num_flips": 2.0}, "`init_path_length` only"),
-        ({"max_path_length": 3, "max_num_flips": 3}, "`max_path_length` only"),
-    ],
-)
-def test_albp_new_and_deprecated_names_together(kwargs, message):
-    deprecated = next(name for name in kwargs if "num_flips" in name)
-    match = f"ALBP: give {message}; `{deprecated}` is its deprecated name"
-    with pytest.raises(TypeError, match=re.escape(match)):
-        ALBP(binary_model, **kwargs)
 
 
 # --- ACS and DMALA --------------------------------------------------------------------------

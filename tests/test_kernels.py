@@ -1,7 +1,6 @@
-"""Kernel-level behaviour of LBP, ALBP, ACS and DMALA: their states and extra fields, the
-deprecated names of the path length (each still works, with a ``FutureWarning`` naming the new
-name; giving both names is an error, see test_errors.py), and reproducibility: a key
-determines the samples, across runs, chain methods, pickling and resuming.
+"""Kernel-level behaviour of LBP, ALBP, ACS and DMALA: their states and extra fields, and
+reproducibility: a key determines the samples, across runs, chain methods, pickling and
+resuming.
 
 What numpyro defines (``numpyro/infer/mcmc.py``): ``MCMC.run(key)`` splits `key` into one
 key per chain the same way for every chain method, each chain starts from
@@ -18,7 +17,6 @@ import pickle
 import numpy as np
 import pytest
 
-import jax
 from jax import random
 import jax.numpy as jnp
 
@@ -26,7 +24,7 @@ import numpyro
 import numpyro.distributions as dist
 from numpyro.infer import MCMC
 
-from numpyro_discrete import ACS, ALBP, DMALA, LBP, ACSState, LBPGibbsState, LBPState
+from numpyro_discrete import ACS, ALBP, DMALA, LBP, ACSState, LBPState
 
 PROBS = jnp.array([0.1, 0.3, 0.5, 0.7, 0.9, 0.2])
 
@@ -101,54 +99,6 @@ def test_diagnostics_string():
     assert kernel.get_diagnostics_str(state) == "acc. prob=0.00, R=1.0"
     assert kernel.weights_mode == {"x": "gradient"}  # affine in each coordinate
     assert kernel.num_colours == 1
-
-
-# --- deprecated names of the path length ----------------------------------------------------
-
-
-def test_lbp_num_flips_is_a_deprecated_alias_of_path_length():
-    with pytest.warns(FutureWarning, match="LBP: `num_flips` is deprecated.*use `path_length`"):
-        old = LBP(product_model, num_flips=3)
-    _assert_same_run(
-        _run(old, random.key(1)), _run(LBP(product_model, path_length=3), random.key(1))
-    )
-
-
-def test_albp_num_flips_arguments_are_deprecated_aliases():
-    with pytest.warns(FutureWarning) as record:
-        old = ALBP(product_model, init_num_flips=2.0, max_num_flips=4)
-    messages = [str(warning.message) for warning in record if warning.category is FutureWarning]
-    for old_name, new_name in (
-        ("init_num_flips", "init_path_length"),
-        ("max_num_flips", "max_path_length"),
-    ):
-        assert any(
-            f"`{old_name}` is deprecated" in m and f"use `{new_name}`" in m for m in messages
-        )
-    new = ALBP(product_model, init_path_length=2.0, max_path_length=4)
-    _assert_same_run(_run(old, random.key(1)), _run(new, random.key(1)))
-
-
-def test_num_flips_extra_field_and_state_field_are_deprecated_aliases():
-    mcmc = _mcmc(LBP(product_model, path_length=3))
-    with pytest.warns(FutureWarning, match=r"LBPState.num_flips is deprecated; use `path_length`"):
-        mcmc.run(random.key(1), extra_fields=("num_flips", "path_length"))
-    extra = mcmc.get_extra_fields()
-    np.testing.assert_array_equal(extra["num_flips"], extra["path_length"])
-    np.testing.assert_array_equal(extra["num_flips"], 3.0)
-    with pytest.warns(FutureWarning, match=r"LBPState.num_flips is deprecated; use `path_length`"):
-        assert mcmc.last_state.num_flips == mcmc.last_state.path_length
-
-
-def test_lbp_gibbs_state_num_flips_is_a_deprecated_alias():
-    """The shortcut reaches the discrete state's path length, with a warning."""
-    kernel = LBP(product_model, path_length=3)
-    discrete = jax.jit(lambda key: kernel.init(key, 0, None, (), None))(random.key(0))
-    state = LBPGibbsState(z=discrete.z, block_states=(discrete, None), rng_key=random.key(0))
-    assert state.path_length == 3.0
-    match = r"LBPGibbsState.num_flips is deprecated; use `path_length`"
-    with pytest.warns(FutureWarning, match=match):
-        assert state.num_flips == 3.0
 
 
 # --- reproducibility ------------------------------------------------------------------------

@@ -13,7 +13,6 @@ evaluates something else than local ratios (the terms of ``log pi``) also overri
 from collections.abc import Callable, Mapping
 import copy
 from typing import Any, NamedTuple
-import warnings
 
 import numpy as np
 
@@ -32,33 +31,7 @@ from numpyro_discrete.model.potential import WEIGHT_MODES
 from numpyro_discrete.model.target import DiscreteTarget
 from numpyro_discrete.numpyro_internals import SAMPLE_FN_ATTRIBUTE
 
-__all__ = ["DiscreteKernel", "renamed_argument", "renamed_field"]
-
-
-def renamed_argument(kernel_name: str, old: str, new: str, old_value: Any, new_value: Any) -> Any:
-    """The value of argument `new`, or of its deprecated name `old` (with a
-    ``FutureWarning`` naming `new`) when only that one is given."""
-    if old_value is None:
-        return new_value
-    if new_value is not None:
-        raise TypeError(f"{kernel_name}: give `{new}` only; `{old}` is its deprecated name.")
-    warnings.warn(
-        f"{kernel_name}: `{old}` is deprecated and will be removed; use `{new}` (same meaning).",
-        FutureWarning,
-        stacklevel=3,
-    )
-    return old_value
-
-
-def renamed_field(state: Any, old: str, new: str) -> Any:
-    """Field `new` of `state`, read through its deprecated name `old` (a state property, so
-    that ``extra_fields=(old,)`` keeps working), with a ``FutureWarning`` naming `new`."""
-    warnings.warn(
-        f"{type(state).__name__}.{old} is deprecated; use `{new}` (also in `extra_fields`).",
-        FutureWarning,
-        stacklevel=3,
-    )
-    return getattr(state, new)
+__all__ = ["DiscreteKernel"]
 
 
 class DiscreteKernel(MCMCKernel):

@@ -19,7 +19,7 @@ from numpyro_discrete.core.balancing import get_balancing
 from numpyro_discrete.core.local_ratios import LocalFn
 from numpyro_discrete.core.neighbourhood import SupportKind
 from numpyro_discrete.core.state import State, select
-from numpyro_discrete.kernels.base import DiscreteKernel, renamed_argument, renamed_field
+from numpyro_discrete.kernels.base import DiscreteKernel
 from numpyro_discrete.model.layout import SiteSupport
 from numpyro_discrete.model.target import DiscreteTarget
 
@@ -48,9 +48,6 @@ class LBPState(NamedTuple):
       step changed and which ones changed (``(N,)``), since warmup ended (since the start
       during warmup), read by :mod:`~numpyro_discrete.kernels.stuck_coordinates`.
     - **rng_key** - random key for the next step.
-
-    ``num_flips`` is a deprecated alias of ``path_length`` (also as an ``extra_fields``
-    name).
     """
 
     i: jax.Array
@@ -66,10 +63,6 @@ class LBPState(NamedTuple):
     mean_num_changed: jax.Array
     coordinates_changed: jax.Array
     rng_key: jax.Array
-
-    @property
-    def num_flips(self) -> jax.Array:
-        return renamed_field(self, "num_flips", "path_length")
 
 
 class _PathKernel(DiscreteKernel):
@@ -189,7 +182,6 @@ class LBP(_PathKernel):
         value, the same for every ordinal site.
     :param dict supports: with `potential_fn` only, the :class:`SiteSupport` of sites that
         are not binary, e.g. ``{"s": SiteSupport.categorical(3)}``.
-    :param int num_flips: deprecated name of `path_length`.
 
     **Example**
 
@@ -223,10 +215,8 @@ class LBP(_PathKernel):
         weights: str | Mapping[str, str] = "auto",
         ordinal_window: int | None = None,
         supports: Mapping[str, SiteSupport] | None = None,
-        num_flips: int | None = None,
     ) -> None:
-        length = renamed_argument("LBP", "num_flips", "path_length", num_flips, path_length)
-        length = 1 if length is None else length
+        length = 1 if path_length is None else path_length
         if not isinstance(length, (int, np.integer)) or isinstance(length, bool) or length < 1:
             raise ValueError(
                 f"LBP: `path_length` must be an integer >= 1 (the number of coordinates "
@@ -308,8 +298,6 @@ class ALBP(_PathKernel):
     :param weights: as in :class:`LBP`.
     :param int ordinal_window: as in :class:`LBP`.
     :param dict supports: as in :class:`LBP`.
-    :param float init_num_flips: deprecated name of `init_path_length`.
-    :param int max_num_flips: deprecated name of `max_path_length`.
 
     **Example**
 
@@ -344,16 +332,9 @@ class ALBP(_PathKernel):
         weights: str | Mapping[str, str] = "auto",
         ordinal_window: int | None = None,
         supports: Mapping[str, SiteSupport] | None = None,
-        init_num_flips: float | None = None,
-        max_num_flips: int | None = None,
     ) -> None:
-        init_length = renamed_argument(
-            "ALBP", "init_num_flips", "init_path_length", init_num_flips, init_path_length
-        )
-        init_length = 1.0 if init_length is None else init_length
-        max_length = renamed_argument(
-            "ALBP", "max_num_flips", "max_path_length", max_num_flips, max_path_length
-        )
+        init_length = 1.0 if init_path_length is None else init_path_length
+        max_length = max_path_length
         if not isinstance(target_accept_prob, Real) or not 0.0 < target_accept_prob < 1.0:
             raise ValueError(
                 f"ALBP: `target_accept_prob` must lie in (0, 1), got {target_accept_prob!r}."

@@ -19,7 +19,6 @@ from numpyro.infer.mcmc import MCMCKernel
 from numpyro.util import is_prng_key
 
 from numpyro_discrete.kernels.auto import AutoDiscrete
-from numpyro_discrete.kernels.base import renamed_field
 from numpyro_discrete.kernels.lbp import ALBP
 from numpyro_discrete.kernels.repeated import RepeatedKernel
 from numpyro_discrete.model.layout import discrete_sites
@@ -53,7 +52,6 @@ class LBPGibbsState(GibbsState):
       the fields of the same names of the *discrete* state (the names of the standalone
       kernels); a shortcut the discrete kernel's state lacks (``path_length`` of
       :class:`~numpyro_discrete.ACS`) raises a ``ValueError`` naming the fields it has.
-      ``num_flips`` is a deprecated alias of ``path_length``.
     - **diverging** - shortcut to ``hmc_state.diverging`` (collected by default, as for
       ``NUTS``, so that :meth:`~numpyro.infer.MCMC.print_summary` counts divergences);
       ``False`` without continuous sites (no HMC trajectory, no divergence).
@@ -101,10 +99,6 @@ class LBPGibbsState(GibbsState):
     @property
     def path_length(self) -> jax.Array:
         return self._discrete_field("path_length")
-
-    @property
-    def num_flips(self) -> jax.Array:
-        return renamed_field(self, "num_flips", "path_length")
 
     @property
     def num_changed(self) -> jax.Array:
