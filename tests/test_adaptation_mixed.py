@@ -74,9 +74,23 @@ def progress_bar(monkeypatch):
     monkeypatch.delenv("CI", raising=False)
 
 
-def test_warns_when_even_one_coordinate_accepts_far_below_the_target(progress_bar):
-    init = {"x": jnp.arange(20) % 2}
-    mcmc = MCMC(ALBP(concentrated_sum, weights="gradient"), num_warmup=300, num_samples=100)
+@pytest.mark.parametrize(
+    ("show_progress", "chain_method"),
+    [(True, "sequential"), (False, "sequential"), (False, "vectorized")],
+)
+def test_warns_when_even_one_coordinate_accepts_far_below_the_target(
+    progress_bar, show_progress, chain_method
+):
+    """With numpyro's progress bar or without it (scripts, CI, vectorized chains)."""
+    init = {"x": jnp.stack([jnp.arange(20) % 2] * 2)}
+    mcmc = MCMC(
+        ALBP(concentrated_sum, weights="gradient"),
+        num_warmup=300,
+        num_samples=100,
+        num_chains=2,
+        chain_method=chain_method,
+        progress_bar=show_progress,
+    )
     with pytest.warns(
         RuntimeWarning, match=r"ALBP: warmup ended at path length R = 1\.\d\d"
     ) as record:

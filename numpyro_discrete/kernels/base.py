@@ -353,6 +353,12 @@ class DiscreteKernel(MCMCKernel):
         state = sample_fn(state, model_args, model_kwargs)
         if self._check_in_sample:
             state = self._watch.check(state, model_args, model_kwargs, batched=self._batched)
+            state = self._check_warmup_end(state)
+        return state
+
+    def _check_warmup_end(self, state: NamedTuple) -> NamedTuple:
+        """`state` unchanged, after the kernel's own checks of its adaptation at the end of
+        warmup (compiled in the step like the stuck-coordinate check)."""
         return state
 
     def refresh(

@@ -11,7 +11,7 @@ import warnings
 import numpy as np
 
 import jax
-from jax import random
+from jax import lax, random
 import jax.numpy as jnp
 
 from numpyro_discrete.core import path_length
@@ -387,24 +387,41 @@ class ALBP(_PathKernel):
         )
         return select(state.i < self._num_warmup, adapted, current)
 
-    def get_diagnostics_str(self, state: LBPState) -> str:
-        # numpyro's progress bar calls this on the host with the current state: the check
-        # of the frozen adaptation costs nothing here, where a host callback inside the
-        # compiled step made every progress-bar step 3x slower (measured)
-        if int(state.i) >= self._num_warmup > 0:
-            self._check_adaptation(state.mean_path_length, state.window_accept_prob)
-        return super().get_diagnostics_str(state)
+    def _check_warmup_end(self, state: LBPState) -> LBPState:
+        # in the compiled step, under a `lax.cond` false but at the end of warmup, reporting
+        # by `pure_callback` (the stuck-coordinate check's way): it warns with the progress
+        # bar off too (scripts, CI, vectorized chains), and keeps JAX's fast dispatch, which
+        # a `jax.debug.callback` here lost (progress-bar steps 3x slower, measured)
+        if self._num_warmup == 0:
+            return state
+        step = state.i[0] if self._batched else state.i
 
-    def _check_adaptation(self, mean_path_length: np.ndarray, accept_prob: np.ndarray) -> None:
+        def report(state: LBPState) -> LBPState:
+            flag = jax.pure_callback(
+                self._check_adaptation,
+                jax.ShapeDtypeStruct((), jnp.int32),
+                state.mean_path_length,
+                state.window_accept_prob,
+                vmap_method="sequential",
+            )
+            # the callback's result (always 0) is used, so that it is never elided
+            return state._replace(coordinates_changed=state.coordinates_changed | (flag != 0))
+
+        return lax.cond(step == self._num_warmup, report, lambda s: s, state)
+
+    def _check_adaptation(self, mean_path_length: np.ndarray, accept_prob: np.ndarray) -> np.int32:
         """Warn, once per run (``init`` resets it), when warmup ends at ``R`` near 1 with
-        an acceptance rate far below the target: a longer path cannot help, the proposal
-        itself is poor."""
-        if self._warned_low_acceptance or not (
-            float(mean_path_length) < 1.5
-            and float(accept_prob) < self._target_accept_prob - LOW_ACCEPTANCE_MARGIN
-        ):
-            return
+        an acceptance rate far below the target in some chain: a longer path cannot help,
+        the proposal itself is poor."""
+        low = [
+            (float(r), float(a))
+            for r, a in zip(np.ravel(mean_path_length), np.ravel(accept_prob), strict=True)
+            if r < 1.5 and a < self._target_accept_prob - LOW_ACCEPTANCE_MARGIN
+        ]
+        if self._warned_low_acceptance or not low:
+            return np.int32(0)
         self._warned_low_acceptance = True
+        mean_path_length, accept_prob = low[0]
         modes = self._target.weights_mode
         gradient_sites = [name for name, mode in modes.items() if mode == "gradient"]
         exact = {name: "exact" for name in gradient_sites}
@@ -421,5 +438,6 @@ class ALBP(_PathKernel):
             f"minimum is 1) with acceptance {float(accept_prob):.2f}, far below the target "
             f"{self._target_accept_prob}. {advice}",
             RuntimeWarning,
-            stacklevel=2,
+            stacklevel=1,
         )
+        return np.int32(0)
