@@ -24,7 +24,8 @@ from numpyro_discrete.core.neighbourhood import (
     SupportKind,
     coordinate_neighbourhood,
 )
-from numpyro_discrete.model.target import DiscreteTarget, model_sites
+from numpyro_discrete.model.sites import model_sites
+from numpyro_discrete.model.target import DiscreteTarget
 
 LOCS = jnp.array([-1.0, 0.5, 2.0])
 

@@ -22,7 +22,7 @@ from numpyro_discrete.kernels.auto import AutoDiscrete
 from numpyro_discrete.kernels.lbp import ALBP
 from numpyro_discrete.kernels.repeated import RepeatedKernel
 from numpyro_discrete.model.layout import discrete_sites
-from numpyro_discrete.model.target import ModelSites, model_sites
+from numpyro_discrete.model.sites import ModelSites, model_sites
 from numpyro_discrete.numpyro_internals import SAMPLE_FN_ATTRIBUTE, use_gibbs_state_class
 
 __all__ = ["LBPGibbs", "LBPGibbsState"]

@@ -4,9 +4,9 @@ the package that reads numpyro models; kernels see a flat integer vector, its lo
 its local log-ratio function.
 """
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
@@ -15,21 +15,24 @@ from jax import random
 import jax.numpy as jnp
 
 from numpyro.handlers import seed, substitute, trace
-from numpyro.infer.gibbs import conditioned, latent_sample_sites, prototype_trace
+from numpyro.infer.gibbs import conditioned, prototype_trace
 
 from numpyro_discrete.core.local_ratios import LocalFn
 from numpyro_discrete.core.neighbourhood import (
     CoordinateSupports,
     Neighbourhood,
-    SupportKind,
     coordinate_neighbourhood,
     ladder_offsets,
 )
 from numpyro_discrete.model.bounds import concrete_supports
+from numpyro_discrete.model.detection import (
+    SiteFunctions,
+    detect_structure,
+    with_summands_as_terms,
+)
 from numpyro_discrete.model.layout import (
     SiteLayout,
     SiteSupport,
-    discrete_sites,
     layout_from_params,
     layout_from_trace,
 )
@@ -38,60 +41,18 @@ from numpyro_discrete.model.potential import (
     FlatLogDensity,
     SiteLogJoint,
     flat_log_density,
-    gradient_is_available,
     local_fn_for,
     model_log_joint,
     model_log_terms,
     potential_log_joint,
     potential_log_terms,
 )
+from numpyro_discrete.model.ratio_modes import WeightsArgument, resolve_weights
+from numpyro_discrete.model.sites import model_sites, site_summary
 from numpyro_discrete.numpyro_internals import prepare_model_for_potential
-from numpyro_discrete.structure.colouring import TermStructure, dense_structure, term_structure
-from numpyro_discrete.structure.dependencies import TermDependencies, detect_dependencies
-from numpyro_discrete.structure.sums import split_sums
+from numpyro_discrete.structure.colouring import TermStructure
 
-__all__ = ["DiscreteTarget", "ModelSites", "model_sites"]
-
-WeightsArgument = str | Mapping[str, str]
-SiteFunctions = Callable[[tuple, Mapping[str, Any]], tuple[SiteLogJoint, SiteLogJoint]]
-
-# "auto" picks colour-batched exact ratios when they cost at most this many evaluations of
-# the terms per step (C classes x M candidates): within about 3x of one gradient
-AUTO_EXACT_MAX_EVALUATIONS = 8
-
-
-class ModelSites(NamedTuple):
-    """
-    The latent sites of a model trace, by how the kernels treat them.
-
-    - **discrete** - discrete latent sites the kernels sample.
-    - **enumerated** - sites marked ``infer={"enumerate": "parallel"}``, summed out.
-    - **continuous** - the other latent sites.
-    - **trace** - the trace they were read from.
-    """
-
-    discrete: tuple[str, ...]
-    enumerated: tuple[str, ...]
-    continuous: tuple[str, ...]
-    trace: Mapping[str, Any]
-
-
-def model_sites(
-    model: Callable, rng_key: jax.Array, model_args: tuple, model_kwargs: Mapping[str, Any]
-) -> ModelSites:
-    """Trace `model` (with any conditioning in `model_kwargs`) and sort its latent sites."""
-    model_trace = prototype_trace(conditioned(model), rng_key, model_args, dict(model_kwargs))
-    discrete = discrete_sites(model_trace)
-    latent = latent_sample_sites(model_trace)
-    enumerated = tuple(
-        name for name in latent if model_trace[name]["infer"].get("enumerate", "") == "parallel"
-    )
-    continuous = tuple(name for name in latent if name not in discrete and name not in enumerated)
-    return ModelSites(discrete, enumerated, continuous, model_trace)
-
-
-def _site_summary(model_trace: Mapping[str, Any], names: tuple[str, ...]) -> str:
-    return ", ".join(f"{name!r} ({type(model_trace[name]['fn']).__name__})" for name in names)
+__all__ = ["DiscreteTarget"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -174,7 +135,7 @@ class DiscreteTarget:
         if sites.continuous:
             raise ValueError(
                 f"{kernel_name} samples discrete sites only, but the model has continuous "
-                f"latent sites {_site_summary(sites.trace, sites.continuous)}. Sample them "
+                f"latent sites {site_summary(sites.trace, sites.continuous)}. Sample them "
                 f"beside {kernel_name} with numpyro's Gibbs: `Gibbs([({kernel_name}(model), "
                 "discrete_latent_sites), (NUTS(model), None)])` (from numpyro.infer and "
                 "numpyro.infer.gibbs), or condition the model on them."
@@ -276,7 +237,7 @@ class DiscreteTarget:
             )
         if isinstance(initial, jax.core.Tracer):
             initial = layout.coordinate_supports().lower  # any point: the structure is read
-        functions, site_functions = _with_summands_as_terms(
+        functions, site_functions = with_summands_as_terms(
             functions, site_functions, layout, initial
         )
         log_joint, log_terms = functions
@@ -286,10 +247,10 @@ class DiscreteTarget:
         else:
             scales, window = np.ones(layout.num_coords), ordinal_window
         neighbourhood = coordinate_neighbourhood(layout.coordinate_supports(), window=window)
-        structure, note = _detect_structure(site_functions, inputs, layout, initial)
+        structure, note = detect_structure(site_functions, inputs, layout, initial)
         return cls(
             layout=layout,
-            weights_mode=_resolve_weights(
+            weights_mode=resolve_weights(
                 weights,
                 log_joint,
                 log_terms,
@@ -447,229 +408,3 @@ class DiscreteTarget:
             return {**z, **deterministic}
 
         return fn
-
-
-def _with_summands_as_terms(
-    functions: tuple[SiteLogJoint, SiteLogJoint],
-    site_functions: SiteFunctions,
-    layout: SiteLayout,
-    initial: jax.Array,
-) -> tuple[tuple[SiteLogJoint, SiteLogJoint], SiteFunctions]:
-    """The functions with terms that are sums split into their summands
-    (:func:`~numpyro_discrete.structure.sums.split_sums`), where the model has such sums;
-    unchanged otherwise."""
-    log_joint, log_terms = functions
-    split = split_sums(log_terms)
-
-    def num_terms(fn: SiteLogJoint) -> int:
-        return jax.eval_shape(flat_log_density(fn, layout), initial).shape[0]
-
-    if num_terms(split) == num_terms(log_terms):
-        return functions, site_functions
-
-    def split_site_functions(args: tuple, kwargs: Mapping[str, Any]):
-        joint, terms = site_functions(args, kwargs)
-        return joint, split_sums(terms)
-
-    return (log_joint, split), split_site_functions
-
-
-def _detect_structure(
-    site_functions: SiteFunctions,
-    inputs: tuple[tuple, Mapping[str, Any]],
-    layout: SiteLayout,
-    initial: jax.Array,
-) -> tuple[TermStructure, str]:
-    """The structure of the terms read at the point `initial` (the dependencies do not
-    depend on it), or a dense one and why. The array leaves of `inputs` (the model's
-    arguments and conditioning) are the analysis's varying inputs, so that the structure is
-    :attr:`~TermStructure.exact` when it holds whatever their values."""
-    leaves, treedef = jax.tree.flatten(inputs)
-    positions = [i for i, leaf in enumerate(leaves) if _is_plain_array(leaf)]
-
-    def terms_of_inputs(x: jax.Array, *arrays: jax.Array) -> jax.Array:
-        new_leaves = list(leaves)
-        for i, array in zip(positions, arrays, strict=True):
-            new_leaves[i] = array
-        args, kwargs = jax.tree.unflatten(treedef, new_leaves)
-        return flat_log_density(site_functions(args, kwargs)[1], layout)(x)
-
-    arrays = [leaves[i] for i in positions]
-    try:
-        dependencies = _read_dependencies(terms_of_inputs, initial, inputs=arrays)
-    except Exception:
-        # the model computes with its arguments outside jax (numpy, Python branches), so
-        # they cannot be abstract inputs: read them as constants, without the proof
-        dependencies = None
-    flat_log_terms = flat_log_density(site_functions(*inputs)[1], layout)
-    if dependencies is None and arrays:
-        dependencies = _read_dependencies(flat_log_terms, initial)
-        if dependencies is not None:
-            dependencies = dependencies._replace(exact=False)
-    if dependencies is None:
-        num_terms = jax.eval_shape(flat_log_terms, initial).shape[0]
-        return dense_structure(layout.num_coords, num_terms), (
-            "the model's arguments are traced, so its program cannot be evaluated"
-        )
-    return term_structure(dependencies), ""
-
-
-def _is_plain_array(leaf: Any) -> bool:
-    """An array leaf of the model's inputs that may take other values (not a PRNG key)."""
-    return isinstance(leaf, np.ndarray | jax.Array) and not jnp.issubdtype(
-        leaf.dtype, jax.dtypes.extended
-    )
-
-
-def _read_dependencies(
-    fn: Callable[..., jax.Array],
-    point: np.ndarray | jax.Array,
-    smooth_only: bool = False,
-    inputs: Sequence[jax.Array] = (),
-) -> TermDependencies | None:
-    """:func:`detect_dependencies` of `fn` at `point` (it reads the values it needs eagerly,
-    even inside a trace: ``pmap``/``vmap`` of ``init``); ``None`` when the model's arguments
-    are traced and the indices it needs cannot be read."""
-    try:
-        return detect_dependencies(fn, point, inputs=inputs, smooth_only=smooth_only)
-    except (
-        jax.errors.ConcretizationTypeError,
-        jax.errors.TracerArrayConversionError,
-        jax.errors.TracerIntegerConversionError,
-    ):
-        return None
-
-
-def _resolve_weights(
-    weights: WeightsArgument,
-    log_joint: SiteLogJoint,
-    log_terms: SiteLogJoint,
-    layout: SiteLayout,
-    initial: jax.Array,
-    structure: TermStructure,
-    neighbourhood: Neighbourhood,
-    kernel_name: str,
-) -> dict[str, str]:
-    """Per site, ``"gradient"`` or ``"exact"``. ``"auto"`` is exact for categorical sites
-    (unordered values: a gradient in the value means nothing), for sites the log density
-    cannot be differentiated in (a value used as an index), for sites whose gradient is
-    zero everywhere (a value used only in comparisons, e.g. ``where(t < tau, ...)``), and,
-    when the structure is sparse enough for colour-batched exact ratios to cost at most
-    :data:`AUTO_EXACT_MAX_EVALUATIONS` evaluations of the terms, for sites in which
-    ``log pi`` is not affine (where the gradient is only an approximation); the gradient
-    otherwise (on an affine site it gives the exact ratios, at about half the cost:
-    ``benchmarks/bench_structure.py``)."""
-    if isinstance(weights, Mapping):
-        unknown = sorted(set(weights) - set(layout.names))
-        if unknown:
-            raise ValueError(
-                f"{kernel_name}: `weights` names sites {unknown} that it does not sample; its "
-                f"sites are {list(layout.names)}."
-            )
-        requested = {site: weights.get(site, "auto") for site in layout.names}
-    else:
-        requested = dict.fromkeys(layout.names, weights)
-    coloured_cost = None
-    if not structure.dense_terms.size:
-        num_candidates = int(jax.eval_shape(neighbourhood.candidates, initial).shape[1])
-        coloured_cost = structure.num_colours * num_candidates
-    cheap_exact = coloured_cost is not None and coloured_cost <= AUTO_EXACT_MAX_EVALUATIONS
-    modes = {}
-    for site, support in zip(layout.names, layout.supports, strict=True):
-        mode = requested[site]
-        if mode == "auto" and support.kind == SupportKind.CATEGORICAL:
-            mode = "exact"
-        elif mode != "exact":
-            available = gradient_is_available(log_joint, layout, site)
-            if mode == "gradient" and not available:
-                raise ValueError(
-                    f"{kernel_name}: the log density cannot be differentiated in the values "
-                    f"of site {site!r} (a value used as an index, e.g. `locs[{site}]`, or in "
-                    f"an integer-only operation). Use `weights='exact'` or "
-                    f"`weights='auto'` (or `weights={{{site!r}: 'exact'}}`)."
-                )
-            mode = "gradient" if available else "exact"
-        modes[site] = mode
-    auto_gradient = [
-        site for site in layout.names if requested[site] == "auto" and modes[site] == "gradient"
-    ]
-    for site in _zero_gradient_sites(log_terms, layout, auto_gradient, initial):
-        modes[site] = "exact"
-    if cheap_exact:
-        auto_gradient = [site for site in auto_gradient if modes[site] == "gradient"]
-        for site in _non_affine_sites(log_terms, layout, structure, auto_gradient, initial):
-            modes[site] = "exact"
-    return modes
-
-
-def _non_affine_sites(
-    log_terms: SiteLogJoint,
-    layout: SiteLayout,
-    structure: TermStructure,
-    sites: list[str],
-    initial: jax.Array,
-) -> list[str]:
-    """The `sites` in whose values ``log pi`` is not affine, coordinate by coordinate (where
-    gradient ratios are only approximations): some term's derivative in a coordinate depends
-    on that coordinate itself (a Gaussian likelihood of a 0/1 value, ``(y - w x)^2``), read
-    from the program of the terms' tangents, one colour class at a time (a term has at most
-    one coordinate in a class, so its tangent is that coordinate's derivative alone)."""
-    if not sites:
-        return []
-    relaxed = flat_log_density(log_terms, layout, float_sites=tuple(sites))
-    float_dtype = jnp.result_type(float)
-    is_site = np.zeros(layout.num_coords, bool)
-    for site in sites:
-        is_site[layout.site_coords(site)] = True
-    non_affine = np.zeros(layout.num_coords, bool)
-    for c in range(structure.num_colours):
-        members = np.flatnonzero(is_site & (structure.colour == c))
-        if not members.size:
-            continue
-        # x with the members' values taken from `moving` (a gather with fixed indices, so
-        # that the tangent flows through the members only)
-        source = np.arange(layout.num_coords)
-        source[members] = layout.num_coords + np.arange(members.size)
-
-        def derivative(x: jax.Array, members=members, source=source) -> jax.Array:
-            def merged(moving: jax.Array) -> jax.Array:
-                return relaxed(jnp.concatenate([x, moving])[source])
-
-            ones = jnp.ones(members.size, float_dtype)
-            return jax.jvp(merged, (x[members],), (ones,))[1]
-
-        dependencies = _read_dependencies(
-            derivative, np.asarray(initial, float_dtype), smooth_only=True
-        )
-        if dependencies is None:
-            return []  # traced model arguments: no check
-        if dependencies.is_dense:
-            non_affine[members] = True
-            continue
-        on_members = np.isin(dependencies.coords, members)
-        non_affine[dependencies.coords[on_members]] = True
-    return [site for site in sites if non_affine[layout.site_coords(site)].any()]
-
-
-def _zero_gradient_sites(
-    log_terms: SiteLogJoint, layout: SiteLayout, sites: list[str], initial: jax.Array
-) -> list[str]:
-    """The `sites` in whose values ``log pi`` has a gradient that is zero everywhere: no
-    term depends on them through a differentiable path (values used only in comparisons,
-    as indices, or rounded). Read from the program of the terms' tangents: a tangent that
-    does not flow from a coordinate's input tangent is a structural zero."""
-    if not sites:
-        return []
-    relaxed = flat_log_density(log_terms, layout, float_sites=tuple(sites))
-    float_dtype = jnp.result_type(float)
-    point = np.asarray(initial, float_dtype)
-    tangents = _read_dependencies(
-        lambda t: jax.jvp(relaxed, (point,), (t,))[1], np.zeros(point.shape, float_dtype)
-    )
-    if tangents is None:
-        return []  # traced model arguments: no check
-    if tangents.is_dense:
-        return []  # some term's tangent may flow from any coordinate
-    smooth = np.zeros(layout.num_coords, bool)
-    smooth[tangents.coords] = True
-    return [site for site in sites if not smooth[layout.site_coords(site)].any()]

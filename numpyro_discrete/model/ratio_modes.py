@@ -1,0 +1,162 @@
+"""The ratio mode of each site (``weights``): gradient estimates of the local log-ratios or
+exact ones, ``"auto"`` resolved from the program and the structure."""
+
+from collections.abc import Mapping
+
+import numpy as np
+
+import jax
+import jax.numpy as jnp
+
+from numpyro_discrete.core.neighbourhood import Neighbourhood, SupportKind
+from numpyro_discrete.model.detection import read_dependencies
+from numpyro_discrete.model.layout import SiteLayout
+from numpyro_discrete.model.potential import (
+    SiteLogJoint,
+    flat_log_density,
+    gradient_is_available,
+)
+from numpyro_discrete.structure.colouring import TermStructure
+
+__all__ = ["AUTO_EXACT_MAX_EVALUATIONS", "WeightsArgument", "resolve_weights"]
+
+WeightsArgument = str | Mapping[str, str]
+
+# "auto" picks colour-batched exact ratios when they cost at most this many evaluations of
+# the terms per step (C classes x M candidates): within about 3x of one gradient
+AUTO_EXACT_MAX_EVALUATIONS = 8
+
+
+def resolve_weights(
+    weights: WeightsArgument,
+    log_joint: SiteLogJoint,
+    log_terms: SiteLogJoint,
+    layout: SiteLayout,
+    initial: jax.Array,
+    structure: TermStructure,
+    neighbourhood: Neighbourhood,
+    kernel_name: str,
+) -> dict[str, str]:
+    """Per site, ``"gradient"`` or ``"exact"``. ``"auto"`` is exact for categorical sites
+    (unordered values: a gradient in the value means nothing), for sites the log density
+    cannot be differentiated in (a value used as an index), for sites whose gradient is
+    zero everywhere (a value used only in comparisons, e.g. ``where(t < tau, ...)``), and,
+    when the structure is sparse enough for colour-batched exact ratios to cost at most
+    :data:`AUTO_EXACT_MAX_EVALUATIONS` evaluations of the terms, for sites in which
+    ``log pi`` is not affine (where the gradient is only an approximation); the gradient
+    otherwise (on an affine site it gives the exact ratios, at about half the cost:
+    ``benchmarks/bench_structure.py``)."""
+    if isinstance(weights, Mapping):
+        unknown = sorted(set(weights) - set(layout.names))
+        if unknown:
+            raise ValueError(
+                f"{kernel_name}: `weights` names sites {unknown} that it does not sample; its "
+                f"sites are {list(layout.names)}."
+            )
+        requested = {site: weights.get(site, "auto") for site in layout.names}
+    else:
+        requested = dict.fromkeys(layout.names, weights)
+    coloured_cost = None
+    if not structure.dense_terms.size:
+        num_candidates = int(jax.eval_shape(neighbourhood.candidates, initial).shape[1])
+        coloured_cost = structure.num_colours * num_candidates
+    cheap_exact = coloured_cost is not None and coloured_cost <= AUTO_EXACT_MAX_EVALUATIONS
+    modes = {}
+    for site, support in zip(layout.names, layout.supports, strict=True):
+        mode = requested[site]
+        if mode == "auto" and support.kind == SupportKind.CATEGORICAL:
+            mode = "exact"
+        elif mode != "exact":
+            available = gradient_is_available(log_joint, layout, site)
+            if mode == "gradient" and not available:
+                raise ValueError(
+                    f"{kernel_name}: the log density cannot be differentiated in the values "
+                    f"of site {site!r} (a value used as an index, e.g. `locs[{site}]`, or in "
+                    f"an integer-only operation). Use `weights='exact'` or "
+                    f"`weights='auto'` (or `weights={{{site!r}: 'exact'}}`)."
+                )
+            mode = "gradient" if available else "exact"
+        modes[site] = mode
+    auto_gradient = [
+        site for site in layout.names if requested[site] == "auto" and modes[site] == "gradient"
+    ]
+    for site in _zero_gradient_sites(log_terms, layout, auto_gradient, initial):
+        modes[site] = "exact"
+    if cheap_exact:
+        auto_gradient = [site for site in auto_gradient if modes[site] == "gradient"]
+        for site in _non_affine_sites(log_terms, layout, structure, auto_gradient, initial):
+            modes[site] = "exact"
+    return modes
+
+
+def _non_affine_sites(
+    log_terms: SiteLogJoint,
+    layout: SiteLayout,
+    structure: TermStructure,
+    sites: list[str],
+    initial: jax.Array,
+) -> list[str]:
+    """The `sites` in whose values ``log pi`` is not affine, coordinate by coordinate (where
+    gradient ratios are only approximations): some term's derivative in a coordinate depends
+    on that coordinate itself (a Gaussian likelihood of a 0/1 value, ``(y - w x)^2``), read
+    from the program of the terms' tangents, one colour class at a time (a term has at most
+    one coordinate in a class, so its tangent is that coordinate's derivative alone)."""
+    if not sites:
+        return []
+    relaxed = flat_log_density(log_terms, layout, float_sites=tuple(sites))
+    float_dtype = jnp.result_type(float)
+    is_site = np.zeros(layout.num_coords, bool)
+    for site in sites:
+        is_site[layout.site_coords(site)] = True
+    non_affine = np.zeros(layout.num_coords, bool)
+    for c in range(structure.num_colours):
+        members = np.flatnonzero(is_site & (structure.colour == c))
+        if not members.size:
+            continue
+        # x with the members' values taken from `moving` (a gather with fixed indices, so
+        # that the tangent flows through the members only)
+        source = np.arange(layout.num_coords)
+        source[members] = layout.num_coords + np.arange(members.size)
+
+        def derivative(x: jax.Array, members=members, source=source) -> jax.Array:
+            def merged(moving: jax.Array) -> jax.Array:
+                return relaxed(jnp.concatenate([x, moving])[source])
+
+            ones = jnp.ones(members.size, float_dtype)
+            return jax.jvp(merged, (x[members],), (ones,))[1]
+
+        dependencies = read_dependencies(
+            derivative, np.asarray(initial, float_dtype), smooth_only=True
+        )
+        if dependencies is None:
+            return []  # traced model arguments: no check
+        if dependencies.is_dense:
+            non_affine[members] = True
+            continue
+        on_members = np.isin(dependencies.coords, members)
+        non_affine[dependencies.coords[on_members]] = True
+    return [site for site in sites if non_affine[layout.site_coords(site)].any()]
+
+
+def _zero_gradient_sites(
+    log_terms: SiteLogJoint, layout: SiteLayout, sites: list[str], initial: jax.Array
+) -> list[str]:
+    """The `sites` in whose values ``log pi`` has a gradient that is zero everywhere: no
+    term depends on them through a differentiable path (values used only in comparisons,
+    as indices, or rounded). Read from the program of the terms' tangents: a tangent that
+    does not flow from a coordinate's input tangent is a structural zero."""
+    if not sites:
+        return []
+    relaxed = flat_log_density(log_terms, layout, float_sites=tuple(sites))
+    float_dtype = jnp.result_type(float)
+    point = np.asarray(initial, float_dtype)
+    tangents = read_dependencies(
+        lambda t: jax.jvp(relaxed, (point,), (t,))[1], np.zeros(point.shape, float_dtype)
+    )
+    if tangents is None:
+        return []  # traced model arguments: no check
+    if tangents.is_dense:
+        return []  # some term's tangent may flow from any coordinate
+    smooth = np.zeros(layout.num_coords, bool)
+    smooth[tangents.coords] = True
+    return [site for site in sites if not smooth[layout.site_coords(site)].any()]
