@@ -52,9 +52,25 @@ from jax import lax
 import jax.extend.core as jex
 import jax.numpy as jnp
 
+from numpyro_discrete.structure.data_moves import (
+    DATA_MOVES,
+    PAD,
+    READS_VALUES,
+    data_operands,
+    padded,
+)
+from numpyro_discrete.structure.lazy_values import (
+    Lazy,
+    force,
+    lazy_outputs,
+    on_host,
+    scan_runner,
+    split_at,
+    typed,
+)
+
 __all__ = ["TermDependencies", "detect_dependencies"]
 
-_PAD = -1
 
 # operations whose output element i is computed from the operands' elements i only
 _ELEMENTWISE = frozenset(
@@ -168,7 +184,7 @@ def detect_dependencies(
     )
     num_terms = int(closed.out_avals[0].shape[0])
     if sets is None:
-        sets = np.full((num_terms, 1), _PAD, np.int32)
+        sets = np.full((num_terms, 1), PAD, np.int32)
     sets = np.broadcast_to(sets, (num_terms, sets.shape[-1]))
     # a term on every coordinate (a factor summed over all of them) is dense at any size
     covers_all = ((sets >= 0) & (sets < num_coords)).sum(axis=1) == num_coords
@@ -205,14 +221,14 @@ class _Analysis:
         shape, width = sets.shape[:-1], sets.shape[-1]
         rows = np.sort(sets.reshape(-1, width), axis=1)
         if width > 1:
-            rows[:, 1:][rows[:, 1:] == rows[:, :-1]] = _PAD
+            rows[:, 1:][rows[:, 1:] == rows[:, :-1]] = PAD
         count = (rows >= 0).sum(axis=1)
         if not count.any():
             return None
         dense = (rows == self.everything).any(axis=1) | (count > self.max_set_size)
         rows = -np.sort(-rows, axis=1)  # descending: the padding goes last
         rows = rows[:, : max(1, min(int(count.max()), self.max_set_size))]
-        rows[dense] = _PAD
+        rows[dense] = PAD
         rows[dense, 0] = self.everything
         return rows.reshape(shape + rows.shape[-1:])
 
@@ -301,7 +317,7 @@ class _Analysis:
             if unrolled is not None:
                 return unrolled
         params = eqn.primitive.get_bind_params(eqn.params)
-        outvals = _lazy_outputs(eqn, invals, params)
+        outvals = lazy_outputs(eqn, invals, params)
         outvarying = [any(invarying)] * len(outvals)
         if all(s is None for s in insets) or (self.smooth_only and _locally_constant(eqn)):
             return outvals, [None] * len(outvals), outvarying
@@ -317,19 +333,19 @@ class _Analysis:
             outsets = [self.select(invals[0], insets[1:], shapes[0], invarying[0])]
         elif name in _ELEMENTWISE:
             outsets = [self.union(insets, shape) for shape in shapes]
-        elif name in _DATA_MOVES and all(
-            s is None for i, s in enumerate(insets) if i not in _data_operands(name, len(insets))
+        elif name in DATA_MOVES and all(
+            s is None for i, s in enumerate(insets) if i not in data_operands(name, len(insets))
         ):
-            move = _DATA_MOVES[name]
-            operands = _data_operands(name, len(insets))
-            if name in _READS_VALUES:
+            move = DATA_MOVES[name]
+            operands = data_operands(name, len(insets))
+            if name in READS_VALUES:
                 self.note_read(any(invarying[i] for i in read if i not in operands))
             width = max(s.shape[-1] for s in insets if s is not None)
-            padded = [
-                _padded(s, shape, width) if i in operands else s
+            operand_sets = [
+                padded(s, shape, width) if i in operands else s
                 for i, (s, shape) in enumerate(zip(insets, inshapes, strict=True))
             ]
-            moved = move(padded, invals, params)
+            moved = move(operand_sets, invals, params)
             outsets = [self.compact(m) for m in (moved if isinstance(moved, list) else [moved])]
         elif name == "gather":
             if insets[1] is None:
@@ -364,8 +380,8 @@ class _Analysis:
         sets = self.union(insets, shape)
         if sets is None:
             return None
-        is_zero = np.broadcast_to(np.asarray(_force(constant)) == 0, shape)
-        return self.compact(np.where(is_zero[..., None], _PAD, sets))
+        is_zero = np.broadcast_to(np.asarray(force(constant)) == 0, shape)
+        return self.compact(np.where(is_zero[..., None], PAD, sets))
 
     def select(self, predicate: Any, cases: list, shape: tuple, varies: bool) -> np.ndarray | None:
         """``select_n`` with a predicate that does not depend on x (a mask): each element
@@ -376,8 +392,8 @@ class _Analysis:
         if all(s is None for s in cases):
             return None
         width = max(s.shape[-1] for s in cases if s is not None)
-        stacked = np.stack([_padded(s, shape, width) for s in cases])
-        chosen = np.broadcast_to(np.asarray(_force(predicate)).astype(np.int32), shape)
+        stacked = np.stack([padded(s, shape, width) for s in cases])
+        chosen = np.broadcast_to(np.asarray(force(predicate)).astype(np.int32), shape)
         taken = self.compact(np.take_along_axis(stacked, chosen[None, ..., None], axis=0)[0])
         if varies:
             every = self.union(cases, shape)
@@ -391,16 +407,16 @@ class _Analysis:
         operand_sets, index_sets = insets
         if index_sets is None:
             # indices known: the sets move as the data does (one small compiled gather)
-            indices = _force(invals[1])
+            indices = force(invals[1])
             width = operand_sets.shape[-1]
-            operand = jnp.asarray(_padded(operand_sets, inshapes[0], width))
-            params = dict(params, fill_value=_PAD)
+            operand = jnp.asarray(padded(operand_sets, inshapes[0], width))
+            params = dict(params, fill_value=PAD)
             with jax.ensure_compile_time_eval():
                 moved = jax.vmap(
                     lambda o: lax.gather_p.bind(o, indices, **params), in_axes=-1, out_axes=-1
                 )(operand)
             moved = np.asarray(moved)
-            return self.compact(np.where(moved < 0, _PAD, moved))
+            return self.compact(np.where(moved < 0, PAD, moved))
         # indices depending on x: each output element depends on its index vector (the
         # last axis of the indices), placed at the output's batch axes
         index_shape = inshapes[1]
@@ -464,10 +480,10 @@ class _Analysis:
             body, body_consts = closed, ()
         length, reverse = int(params["length"]), bool(params["reverse"])
         num_consts, num_carry = int(params["num_consts"]), int(params["num_carry"])
-        outvals = _lazy_outputs(eqn, invals, eqn.primitive.get_bind_params(params))
-        consts, init, xs = _split_at(invals, num_consts, num_carry)
-        const_sets, carry_sets, xs_sets = _split_at(insets, num_consts, num_carry)
-        const_varying, carry_varying, xs_varying = _split_at(invarying, num_consts, num_carry)
+        outvals = lazy_outputs(eqn, invals, eqn.primitive.get_bind_params(params))
+        consts, init, xs = split_at(invals, num_consts, num_carry)
+        const_sets, carry_sets, xs_sets = split_at(insets, num_consts, num_carry)
+        const_varying, carry_varying, xs_varying = split_at(invarying, num_consts, num_carry)
         ys_varying = [False] * (len(eqn.outvars) - num_carry)
         xs_shapes = [tuple(var.aval.shape) for var in eqn.invars[num_consts + num_carry :]]
         xs_sets = [
@@ -477,11 +493,11 @@ class _Analysis:
         # values, read only where a rule needs them: the xs on the host, sliced per
         # iteration; the carries entering every iteration and the variables of the body the
         # rules read in the first iterations, from one evaluation of the scan returning them
-        xs_host = [_Lazy(lambda v=v: _on_host(_force(v))) for v in xs]
+        xs_host = [Lazy(lambda v=v: on_host(force(v))) for v in xs]
         in_avals = [var.aval for var in eqn.invars]
         eqn_vars = {var for e in body.eqns for var in e.outvars if not isinstance(var, jex.DropVar)}
         read_vars: dict = {}  # (ordered set) the body's variables the rules read
-        computed: _Lazy | None = None
+        computed: Lazy | None = None
         computed_vars: tuple = ()
         y_shapes = [tuple(var.aval.shape[1:]) for var in eqn.outvars[num_carry:]]
         y_sets: list[list] = [[None] * length for _ in y_shapes]
@@ -491,7 +507,7 @@ class _Analysis:
             if step:
                 if computed is None or len(read_vars) > len(computed_vars):
                     computed_vars = tuple(read_vars)
-                    computed = _Lazy(
+                    computed = Lazy(
                         lambda extra=computed_vars: self.scan_values(
                             closed, in_avals, consts, init, xs, length, reverse, extra
                         )
@@ -504,13 +520,13 @@ class _Analysis:
                         except _TRACED:
                             return None
                 carry = [
-                    _Lazy(lambda k=k, t=t, c=computed: c.get()[0][k][t]) for k in range(num_carry)
+                    Lazy(lambda k=k, t=t, c=computed: c.get()[0][k][t]) for k in range(num_carry)
                 ]
                 known = {
-                    var: _Lazy(lambda j=j, t=t, c=computed: c.get()[1][j][t])
+                    var: Lazy(lambda j=j, t=t, c=computed: c.get()[1][j][t])
                     for j, var in enumerate(computed_vars)
                 }
-            x_values = [_Lazy(lambda v=v, t=t: v.get()[t]) for v in xs_host]
+            x_values = [Lazy(lambda v=v, t=t: v.get()[t]) for v in xs_host]
             x_sets = [None if s is None else s[t] for s in xs_sets]
             values: dict = {}
             _, outsets, outvarying = self.eval_jaxpr(
@@ -529,7 +545,7 @@ class _Analysis:
                     (var, None)
                     for var, value in values.items()
                     if var in eqn_vars
-                    and isinstance(value, _Lazy)
+                    and isinstance(value, Lazy)
                     and value.done
                     and math.prod(var.aval.shape) * length <= _RECORDED_SIZE
                 )
@@ -555,14 +571,12 @@ class _Analysis:
         of the scan of inputs of types `in_avals`)."""
         key = (closed, extra, len(init), length, reverse)
         if key not in self.scan_runners:
-            self.scan_runners[key] = jax.jit(
-                _scan_runner(closed, len(init), length, reverse, extra)
-            )
+            self.scan_runners[key] = jax.jit(scan_runner(closed, len(init), length, reverse, extra))
         inputs = [
-            _typed(_force(v), aval) for v, aval in zip(consts + init + xs, in_avals, strict=True)
+            typed(force(v), aval) for v, aval in zip(consts + init + xs, in_avals, strict=True)
         ]
-        carries, read = self.scan_runners[key](*_split_at(inputs, len(consts), len(init)))
-        return [_on_host(v) for v in carries], [_on_host(v) for v in read]
+        carries, read = self.scan_runners[key](*split_at(inputs, len(consts), len(init)))
+        return [on_host(v) for v in carries], [on_host(v) for v in read]
 
     def stack(self, sets: list, shape: tuple) -> np.ndarray | None:
         """`sets` of arrays of `shape` stacked along a new leading axis."""
@@ -570,7 +584,7 @@ class _Analysis:
         if not present:
             return None
         width = max(s.shape[-1] for s in present)
-        return self.compact(np.stack([_padded(s, shape, width) for s in sets]))
+        return self.compact(np.stack([padded(s, shape, width) for s in sets]))
 
     def dot_general(
         self, inshapes: list, insets: list, shape: tuple, params: dict
@@ -602,7 +616,7 @@ def _same_sets(a: np.ndarray | None, b: np.ndarray | None, shape: tuple) -> bool
     if a is None or b is None:
         return a is None and b is None
     width = max(a.shape[-1], b.shape[-1])
-    return bool(np.array_equal(_padded(a, shape, width), _padded(b, shape, width)))
+    return bool(np.array_equal(padded(a, shape, width), padded(b, shape, width)))
 
 
 def _locally_constant(eqn: Any) -> bool:
@@ -611,197 +625,3 @@ def _locally_constant(eqn: Any) -> bool:
     if eqn.primitive.name == "convert_element_type":
         return not jnp.issubdtype(eqn.params["new_dtype"], jnp.inexact)
     return False
-
-
-# --- values, computed on demand ----------------------------------------------------------------
-
-
-class _Lazy:
-    """A value computed the first time a rule asks for it."""
-
-    def __init__(self, compute: Callable[[], Any]) -> None:
-        self._compute = compute
-        self._value: Any = None
-        self._done = False
-
-    @property
-    def done(self) -> bool:
-        """Whether the value has been computed."""
-        return self._done
-
-    def get(self) -> Any:
-        if not self._done:
-            # eagerly, even when detection runs inside a trace (``init`` under ``pmap``)
-            with jax.ensure_compile_time_eval():
-                self._value, self._done = self._compute(), True
-        return self._value
-
-
-def _force(value: Any) -> Any:
-    return value.get() if isinstance(value, _Lazy) else value
-
-
-def _lazy_outputs(eqn: Any, invals: list, params: dict) -> list:
-    result = _Lazy(lambda: eqn.primitive.bind(*map(_force, invals), **params))
-    if not eqn.primitive.multiple_results:
-        return [result]
-    return [_Lazy(lambda i=i: result.get()[i]) for i in range(len(eqn.outvars))]
-
-
-def _on_host(value: Any) -> Any:
-    """`value` as a numpy array (cheap to index once per iteration), except where numpy
-    cannot hold it (PRNG keys)."""
-    if jnp.issubdtype(jnp.result_type(value), jax.dtypes.extended):
-        return value
-    return np.asarray(value)
-
-
-def _typed(value: Any, aval: Any) -> Any:
-    """A literal's Python number as an array of its type in the jaxpr."""
-    if isinstance(value, bool | int | float | complex):
-        return np.asarray(value, aval.dtype)
-    return value
-
-
-def _split_at(items: Sequence[Any], num_consts: int, num_carry: int) -> tuple[list, list, list]:
-    items = list(items)
-    return (
-        items[:num_consts],
-        items[num_consts : num_consts + num_carry],
-        items[num_consts + num_carry :],
-    )
-
-
-def _scan_runner(
-    closed: Any, num_carry: int, length: int, reverse: bool, extra: tuple
-) -> Callable[[list, list, list], tuple[list, list]]:
-    """A scan of the body `closed` from ``(consts, init, xs)`` to the carries entering its
-    iterations and the values of the body's variables `extra`, stacked."""
-    if not isinstance(closed, jex.ClosedJaxpr):
-        closed = jex.ClosedJaxpr(closed, ())
-    jaxpr = closed.jaxpr
-    num_outs = len(jaxpr.outvars)
-    body = jex.jaxpr_as_fun(
-        jex.ClosedJaxpr(jaxpr.replace(outvars=[*jaxpr.outvars, *extra]), closed.consts)
-    )
-
-    def run(consts: list, init: list, xs: list) -> tuple[list, list]:
-        def step(carry: list, x: list) -> tuple[list, tuple[list, list]]:
-            out = body(*consts, *carry, *x)
-            return list(out[:num_carry]), (list(carry), list(out[num_outs:]))
-
-        _, stacked = lax.scan(step, init, xs, length=length, reverse=reverse)
-        return stacked
-
-    return run
-
-
-# --- data movement on the sets (numpy), the value's index operands forced ---------------------
-
-
-def _padded(sets: np.ndarray | None, shape: tuple, width: int) -> np.ndarray:
-    """`sets` broadcast to `shape`, padded to `width` slots (``None``: no dependency)."""
-    if sets is None:
-        return np.full(shape + (width,), _PAD, np.int32)
-    sets = np.broadcast_to(sets, shape + sets.shape[-1:])
-    extra = width - sets.shape[-1]
-    if extra:
-        sets = np.concatenate([sets, np.full(shape + (extra,), _PAD, sets.dtype)], axis=-1)
-    return sets
-
-
-def _data_operands(name: str, num_operands: int) -> tuple[int, ...]:
-    if name in ("concatenate", "stack"):
-        return tuple(range(num_operands))
-    return {"dynamic_update_slice": (0, 1), "pad": (0, 1)}.get(name, (0,))
-
-
-def _broadcast_in_dim(sets: list, values: list, params: dict) -> np.ndarray:
-    operand = sets[0]
-    shape = tuple(params["shape"])
-    expanded = [1] * len(shape)
-    for axis, size in zip(params["broadcast_dimensions"], operand.shape[:-1], strict=True):
-        expanded[axis] = size
-    return np.broadcast_to(operand.reshape(expanded + [-1]), shape + operand.shape[-1:])
-
-
-def _reshape(sets: list, values: list, params: dict) -> np.ndarray:
-    operand = sets[0]
-    if params.get("dimensions") is not None:
-        operand = np.transpose(operand, tuple(params["dimensions"]) + (operand.ndim - 1,))
-    return operand.reshape(tuple(params["new_sizes"]) + operand.shape[-1:])
-
-
-def _slice(sets: list, values: list, params: dict) -> np.ndarray:
-    strides = params.get("strides") or (1,) * len(params["start_indices"])
-    index = tuple(
-        slice(start, limit, stride)
-        for start, limit, stride in zip(
-            params["start_indices"], params["limit_indices"], strides, strict=True
-        )
-    )
-    return sets[0][index]
-
-
-def _clamped_starts(values: list, shape: tuple, sizes: tuple) -> tuple:
-    starts = [int(np.asarray(_force(v))) for v in values]
-    return tuple(
-        slice(min(max(start, 0), dim - size), min(max(start, 0), dim - size) + size)
-        for start, dim, size in zip(starts, shape, sizes, strict=True)
-    )
-
-
-def _dynamic_slice(sets: list, values: list, params: dict) -> np.ndarray:
-    operand = sets[0]
-    return operand[_clamped_starts(values[1:], operand.shape[:-1], tuple(params["slice_sizes"]))]
-
-
-def _dynamic_update_slice(sets: list, values: list, params: dict) -> np.ndarray:
-    operand, update = np.array(sets[0]), sets[1]
-    operand[_clamped_starts(values[2:], operand.shape[:-1], update.shape[:-1])] = update
-    return operand
-
-
-def _pad(sets: list, values: list, params: dict) -> np.ndarray:
-    operand, padding = sets
-    config = params["padding_config"]
-    shape = tuple(
-        lo + hi + n + max(n - 1, 0) * interior
-        for (lo, hi, interior), n in zip(config, operand.shape[:-1], strict=True)
-    )
-    out = np.array(np.broadcast_to(padding, shape + operand.shape[-1:]))
-    source, target = [], []
-    for (lo, _, interior), n, size in zip(config, operand.shape[:-1], shape, strict=True):
-        position = lo + np.arange(n) * (interior + 1)
-        inside = (position >= 0) & (position < size)
-        source.append(np.flatnonzero(inside))
-        target.append(position[inside])
-    out[np.ix_(*target, np.arange(out.shape[-1]))] = operand[
-        np.ix_(*source, np.arange(operand.shape[-1]))
-    ]
-    return out
-
-
-def _split(sets: list, values: list, params: dict) -> list:
-    boundaries = np.cumsum(params["sizes"])[:-1]
-    return np.split(sets[0], boundaries, axis=params["axis"])
-
-
-# the data moves that read the values of their other operands (start indices)
-_READS_VALUES = frozenset({"dynamic_slice", "dynamic_update_slice"})
-
-_DATA_MOVES: dict[str, Callable[[list, list, dict], Any]] = {
-    "broadcast_in_dim": _broadcast_in_dim,
-    "reshape": _reshape,
-    "transpose": lambda s, v, p: np.transpose(s[0], tuple(p["permutation"]) + (s[0].ndim - 1,)),
-    "squeeze": lambda s, v, p: np.squeeze(s[0], axis=tuple(p["dimensions"])),
-    "expand_dims": lambda s, v, p: np.expand_dims(s[0], axis=tuple(p["dimensions"])),
-    "rev": lambda s, v, p: np.flip(s[0], axis=tuple(p["dimensions"])),
-    "slice": _slice,
-    "concatenate": lambda s, v, p: np.concatenate(s, axis=p["dimension"]),
-    "stack": lambda s, v, p: np.stack(s, axis=p["axis"]),
-    "pad": _pad,
-    "dynamic_slice": _dynamic_slice,
-    "dynamic_update_slice": _dynamic_update_slice,
-    "split": _split,
-}
