@@ -62,7 +62,13 @@ def _assert_same_chains(mcmc, reference):
         np.testing.assert_allclose(extra[name], expected_extra[name], rtol=1e-5, err_msg=name)
 
 
-@pytest.mark.parametrize("chain_method", ["vectorized", jax.vmap], ids=["vectorized", "vmap"])
+@pytest.mark.parametrize(
+    "chain_method",
+    # a callable chain method runs numpyro's one-chain program under `vmap`: the same sweep
+    # as "vectorized", checked in the slow tier (about 80 s of the default suite's CPU)
+    ["vectorized", pytest.param(jax.vmap, marks=pytest.mark.slow)],
+    ids=["vectorized", "vmap"],
+)
 @pytest.mark.parametrize("kernel_name", list(KERNELS))
 def test_chains_equal_sequential_chains(kernel_name, chain_method):
     reference = _run(KERNELS[kernel_name](), "sequential")
