@@ -23,13 +23,11 @@ from typing import Any, NamedTuple
 import numpy as np
 
 import jax
-from jax import random
 
 from numpyro.infer.mcmc import MCMCKernel
-from numpyro.util import is_prng_key
 
 from numpyro_discrete.core.block_gibbs import MAX_BLOCK_VALUES, block_plan, value_counts
-from numpyro_discrete.kernels.base import DiscreteKernel
+from numpyro_discrete.kernels.base import DiscreteKernel, model_target
 from numpyro_discrete.kernels.block_gibbs import BlockGibbs
 from numpyro_discrete.kernels.chromatic import ChromaticGibbs
 from numpyro_discrete.kernels.lbp import ALBP
@@ -152,13 +150,13 @@ class AutoDiscrete(MCMCKernel):
     ) -> NamedTuple:
         kwargs = {} if model_kwargs is None else dict(model_kwargs)
         # the target the Gibbs kernels build (exact weights, the same key)
-        key_trace = rng_key if is_prng_key(rng_key) else rng_key[0]
-        target = DiscreteTarget.from_model(
+        target = model_target(
             self._model,
-            random.fold_in(key_trace, 1),
+            rng_key,
             model_args,
             kwargs,
             weights="exact",
+            ordinal_window=None,
             kernel_name=type(self).__name__,
         )
         choice = choose_discrete_kernel(target)

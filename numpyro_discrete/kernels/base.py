@@ -31,7 +31,31 @@ from numpyro_discrete.model.potential import WEIGHT_MODES
 from numpyro_discrete.model.target import DiscreteTarget
 from numpyro_discrete.numpyro_internals import SAMPLE_FN_ATTRIBUTE
 
-__all__ = ["DiscreteKernel"]
+__all__ = ["DiscreteKernel", "model_target"]
+
+
+def model_target(
+    model: Callable,
+    rng_key: jax.Array,
+    model_args: tuple,
+    model_kwargs: Mapping[str, Any],
+    *,
+    weights: str | Mapping[str, str],
+    ordinal_window: int | None,
+    kernel_name: str,
+) -> DiscreteTarget:
+    """The target of `model` a kernel builds at ``init`` from its chain key (the first of a
+    batch of keys), so that every kernel given the same key reads the same draw."""
+    key_trace = rng_key if is_prng_key(rng_key) else rng_key[0]
+    return DiscreteTarget.from_model(
+        model,
+        random.fold_in(key_trace, 1),
+        model_args,
+        model_kwargs,
+        weights=weights,
+        ordinal_window=ordinal_window,
+        kernel_name=kernel_name,
+    )
 
 
 class DiscreteKernel(MCMCKernel):
@@ -204,10 +228,9 @@ class DiscreteKernel(MCMCKernel):
         name = type(self).__name__
         batched = not is_prng_key(rng_key)
         if self._model is not None:
-            key_trace = rng_key[0] if batched else rng_key
-            return DiscreteTarget.from_model(
+            return model_target(
                 self._model,
-                random.fold_in(key_trace, 1),
+                rng_key,
                 model_args,
                 model_kwargs,
                 weights=self._weights,
