@@ -84,7 +84,7 @@ def test_bench_chain_blocks_quick(tmp_path):
     _run_quick("bench_chain_blocks", tmp_path)
     result = json.loads((tmp_path / "bench_chain_blocks_L12_K2.json").read_text())
     rows = {row["method"]: row for row in result["rows"]}
-    assert set(rows) == {"LBPGibbs[block]", "FFBS-Gibbs", "DiscreteHMCGibbs", "LBPGibbs"}
+    assert set(rows) == {"LBPGibbs", "FFBS-Gibbs", "DiscreteHMCGibbs", "LBPGibbs[albp]"}
     for name, row in rows.items():
         for field in ("end_to_end_s", "step_ms", "ess_signal_min", "rhat_signal_max",
                       "ess_signal_per_s"):  # fmt: skip
