@@ -20,8 +20,9 @@ therefore sees one flat vector of ``L * K`` coordinates.
 The data are simulated from the model with ``sigma^2 = 0.5`` (configuration C3 of Sun, Dai
 and Schuurmans 2022, Appendix D) and fixed weights that double from chain to chain, then
 the posterior is sampled with :class:`~numpyro_discrete.LBPGibbs`: each step moves ``x``
-given the continuous sites, then ``w, b, sigma`` with NUTS given ``x``. The default kernel
-of ``x`` is :class:`~numpyro_discrete.BlockGibbs`: from the model's program (the Markov prior
+given the continuous sites, then ``w, b, sigma`` with NUTS given ``x``. The kernel of
+``x`` is ``LBPGibbs``'s default, chosen from the model's structure:
+:class:`~numpyro_discrete.BlockGibbs`: from the model's program (the Markov prior
 written as one summed factor, as users write it) it finds that each hidden chain is a chain
 of coupled coordinates along the time axis, and draws each one jointly from its exact
 conditional given the others by forward filtering, backward sampling (the structured Gibbs
@@ -121,7 +122,10 @@ def simulate(rng, num_steps, num_chains):
 
 
 def discrete_kernel(name, weights):
-    """The kernel of ``x`` given ``w, b, sigma``."""
+    """The kernel of ``x`` given ``w, b, sigma`` (``"auto"``: chosen by LBPGibbs from the
+    model's structure)."""
+    if name == "auto":
+        return "auto"
     if name == "block":
         return BlockGibbs(fhmm_model)
     if name == "chromatic":
@@ -202,7 +206,7 @@ def plot(truth, marginals, signal, path):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(
-        description="Bayesian factorial HMM sampled with LBPGibbs (ALBP + NUTS)."
+        description="Bayesian factorial HMM sampled with LBPGibbs (a discrete kernel + NUTS)."
     )
     parser.add_argument("--L", type=int, default=200, help="number of time steps")
     parser.add_argument("--K", type=int, default=3, help="number of binary chains")
@@ -212,9 +216,10 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--discrete-kernel",
-        choices=("block", "chromatic", "albp"),
-        default="block",
-        help="the kernel of x: block (each hidden chain drawn jointly from its exact "
+        choices=("auto", "block", "chromatic", "albp"),
+        default="auto",
+        help="the kernel of x: auto (LBPGibbs's choice from the model's structure: "
+        "BlockGibbs here), block (each hidden chain drawn jointly from its exact "
         "conditional, BlockGibbs), chromatic (one coordinate per colour class at a time, "
         "ChromaticGibbs) or albp (locally balanced path moves, ALBP)",
     )
@@ -266,7 +271,7 @@ def main(argv=None):
     marginals = x.mean(0)
     wrong = float(np.mean((marginals > 0.5) != truth["x"]))
     summary = {
-        "discrete_kernel": args.discrete_kernel,
+        "discrete_kernel": type(mcmc.sampler.discrete_kernel).__name__,
         "accept_prob": float(np.mean(extra["accept_prob"])),
         "mean_changed": float(np.mean(extra["num_changed"])),
         "mean_nuts_steps": float(np.mean(extra["hmc_state.num_steps"])),
@@ -279,8 +284,8 @@ def main(argv=None):
         "warmup_time": warmup_time,
         "sample_time": sample_time,
     }
-    name = {"block": "BlockGibbs", "chromatic": "ChromaticGibbs", "albp": "ALBP"}
-    print(f"  discrete kernel                   {name[args.discrete_kernel]}")
+    how = " (chosen from the structure)" if args.discrete_kernel == "auto" else ""
+    print(f"  discrete kernel                   {summary['discrete_kernel']}{how}")
     print(f"  its acceptance after warmup       {summary['accept_prob']:.3f}")
     if args.discrete_kernel == "albp":
         print(f"  ALBP path length R                {np.mean(extra['path_length']):.2f}")

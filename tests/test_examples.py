@@ -49,7 +49,7 @@ def test_fhmm_example(tmp_path):
     assert summary["figure"] == str(figure)
     assert figure.is_file() and figure.stat().st_size > 0
     assert summary["num_draws"] == 40 and len(summary["w_mean"]) == 2
-    assert summary["discrete_kernel"] == "block"
+    assert summary["discrete_kernel"] == "BlockGibbs"  # LBPGibbs's choice from the structure
     # chain blocks draw exact conditionals: every move is accepted
     assert summary["accept_prob"] > 0.999
     assert 0.0 <= summary["wrong_state_fraction"] <= 1.0
