@@ -15,10 +15,11 @@ numpyro users write it, with :func:`numpyro.contrib.control_flow.scan`:
 
 Two samplers run on the same data, side by side:
 
-- ``LBPGibbs(NUTS(model), discrete_kernel=BlockGibbs(model))``: :class:`BlockGibbs` reads
-  from the model's program, through the ``scan``, that the states form one chain in time,
-  and draws the whole sequence ``x`` jointly from its exact conditional given ``P, mu,
-  sigma`` (forward filtering, backward sampling); NUTS moves ``P, mu, sigma`` given ``x``;
+- ``LBPGibbs(NUTS(model))``, whose discrete kernel is chosen from the model's structure:
+  :class:`BlockGibbs`, as it reads from the model's program, through the ``scan``, that
+  the states form one chain in time; it draws the whole sequence ``x`` jointly from its
+  exact conditional given ``P, mu, sigma`` (forward filtering, backward sampling); NUTS
+  moves ``P, mu, sigma`` given ``x``;
 - NUTS on the same model with ``x`` summed out by numpyro's enumeration (``x_t`` marked
   ``infer={"enumerate": "parallel"}``): the reference, exact in the discrete states.
 
@@ -51,7 +52,7 @@ from numpyro.contrib.control_flow import scan
 import numpyro.distributions as dist
 from numpyro.infer import MCMC, NUTS
 
-from numpyro_discrete import BlockGibbs, LBPGibbs
+from numpyro_discrete import LBPGibbs
 
 matplotlib.use("Agg")
 
@@ -128,7 +129,7 @@ def plot(truth, probs, path):
     axes[1].set_ylabel("P($x_t = k$ | y)")
     axes[1].set_xlabel("time step")
     axes[1].legend(loc="upper right", fontsize="small", ncols=probs.shape[1])
-    axes[1].set_title("posterior state probabilities (BlockGibbs inside LBPGibbs)")
+    axes[1].set_title("posterior state probabilities (LBPGibbs, BlockGibbs chosen)")
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
@@ -155,14 +156,15 @@ def main(argv=None):
     def enumerated(y, num_states):
         return hmm_model(y, num_states, enumerate_states=True)
 
-    kernel = LBPGibbs(NUTS(hmm_model), discrete_kernel=BlockGibbs(hmm_model))
+    kernel = LBPGibbs(NUTS(hmm_model))
     runs = {
-        "LBPGibbs(NUTS, BlockGibbs)": timed_run(kernel, args, y, args.seed),
+        "LBPGibbs(NUTS)": timed_run(kernel, args, y, args.seed),
         "NUTS, x enumerated": timed_run(NUTS(enumerated), args, y, args.seed + 1),
     }
     print(
         f"\nHMM written with scan, T={args.T}, K={args.K}; "
-        f"BlockGibbs's blocks: {kernel.discrete_kernel.blocks}"
+        f"LBPGibbs chose {type(kernel.discrete_kernel).__name__} for x, blocks "
+        f"{kernel.discrete_kernel.blocks}"
     )
     print(f"true locs = {truth['locs']}, sigma = {truth['sigma']}")
     summary = {"blocks": kernel.discrete_kernel.blocks}
@@ -206,7 +208,7 @@ def main(argv=None):
         print(f"  {name:28s} min ESS/s of locs, sigma: {summary[name]['min_ess_per_s']:.1f}")
     os.makedirs(args.out, exist_ok=True)
     figure = os.path.join(args.out, "hmm.png")
-    plot(truth, state_probabilities(runs["LBPGibbs(NUTS, BlockGibbs)"][0], args.K), figure)
+    plot(truth, state_probabilities(runs["LBPGibbs(NUTS)"][0], args.K), figure)
     print(f"figure: {figure}")
     summary["figure"] = figure
     return summary

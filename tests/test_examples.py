@@ -72,7 +72,7 @@ def test_hmm_example(tmp_path):
     )  # fmt: skip
     assert (tmp_path / "hmm.png").is_file()
     assert summary["blocks"] == {"x": "1 chain(s) of 40 along axis 0"}
-    for name in ("LBPGibbs(NUTS, BlockGibbs)", "NUTS, x enumerated"):
+    for name in ("LBPGibbs(NUTS)", "NUTS, x enumerated"):
         assert math.isfinite(summary[name]["min_ess_per_s"])
 
 
