@@ -165,6 +165,9 @@ class AutoDiscrete(MCMCKernel):
         if choice.kernel is not ALBP:
             # ALBP resolves its own ratio modes (gradient or exact)
             self.chosen.hand_target(target)
+        if choice.kernel is ChromaticGibbs:
+            # a dense model chosen for its cheap sweep: no advice to expose its structure
+            self.chosen._dense_chosen = bool(target.structure.dense_terms.size)
         return self.chosen.init(rng_key, num_warmup, init_params, model_args, kwargs)
 
     def _running(self) -> DiscreteKernel:

@@ -154,6 +154,9 @@ class ChromaticGibbs(ExactSweepKernel):
     """
 
     state_type = ChromaticGibbsState
+    # set by AutoDiscrete when it chose this kernel for a small dense model (one class per
+    # coordinate is then the intended systematic-scan Gibbs, not a structure to expose)
+    _dense_chosen = False
 
     def __init__(
         self,
@@ -180,7 +183,7 @@ class ChromaticGibbs(ExactSweepKernel):
                 UserWarning,
                 stacklevel=4,
             )
-        elif structure.dense_terms.size and target.num_coords > 1:
+        elif structure.dense_terms.size and target.num_coords > 1 and not self._dense_chosen:
             warnings.warn(
                 f"ChromaticGibbs: every coordinate of sites {list(target.layout.names)} "
                 "interacts with every other (a term of the log joint depends on all of them "
