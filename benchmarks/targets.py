@@ -40,6 +40,10 @@ in every process.
     farthest sites, the corners, lie exactly on its boundary), so every ``a_i`` is drawn
     from ``U(-c, 2c)``; the outer branch is kept for fidelity to the definition.
 
+The FHMM models, the Ising field, energy and elementwise model and the RBM's parameters and
+log density are the gallery's (:mod:`numpyro_discrete.gallery`), imported here: one copy
+for the benchmarks, the tests and the examples.
+
 The same targets (and a random RBM) also come as flat binary log densities
 (:class:`BinaryTarget`, ``*_binary`` builders) for benchmarks that drive the pure cores
 directly: ``log pi`` of a flat vector ``x`` of ``N`` coordinates, valid for integer and
@@ -57,7 +61,6 @@ joint up to a constant. The FHMM one is the posterior of ``X`` alone, with ``w``
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
@@ -67,6 +70,22 @@ import jax.numpy as jnp
 
 import numpyro
 import numpyro.distributions as dist
+
+# the models shared with the tests and the examples live in the gallery
+from numpyro_discrete.gallery.fhmm import (
+    FHMM_INIT_PROB,
+    FHMM_NOISE_SCALES,
+    FHMM_STAY_PROB,
+    FHMMData,
+    fhmm_data,
+    fhmm_elementwise_model,
+    fhmm_enumerated_model,
+    fhmm_joint_states,
+    fhmm_markov_log_prior,
+    fhmm_model,
+)
+from numpyro_discrete.gallery.lattices import ISING_CONFIGS, ising_energy, ising_field, ising_model
+from numpyro_discrete.gallery.networks import rbm_log_density, rbm_parameters
 
 __all__ = [
     "BERNOULLI_CONFIGS",
@@ -100,13 +119,6 @@ BERNOULLI_CONFIGS: dict[str, tuple[float, float]] = {
     "C1": (0.25, 0.75),
     "C2": (0.15, 0.85),
     "C3": (0.05, 0.95),
-}
-
-#: ``(c, lambda)`` for the Ising configurations.
-ISING_CONFIGS: dict[str, tuple[float, float]] = {
-    "C1": (0.2, 0.1),
-    "C2": (0.3, 0.15),
-    "C3": (0.4, 0.2),
 }
 
 
@@ -147,24 +159,6 @@ def bernoulli_target(num_coords: int = 800, config: str = "C2", seed: int = 0) -
     )
 
 
-def ising_field(p: int, c: float, seed: int = 0) -> np.ndarray:
-    """The external field ``a`` of shape ``(p, p)``: ``U(-c, 2c)`` inside the disc
-    ``(v1 - p/2)^2 + (v2 - p/2)^2 <= p^2/2``, ``U(-2c, c)`` outside it."""
-    v1, v2 = np.meshgrid(np.arange(p), np.arange(p), indexing="ij")
-    inside = (v1 - p / 2) ** 2 + (v2 - p / 2) ** 2 <= p**2 / 2
-    u = np.random.default_rng(seed).uniform(-c, 2 * c, size=(p, p))
-    # U(-2c, c) is U(-c, 2c) shifted by -c
-    return np.where(inside, u, u - c)
-
-
-def ising_energy(x: jax.Array, field: jax.Array, lam: float) -> jax.Array:
-    """``sum_i a_i s_i - lambda sum_<ij> s_i s_j`` for ``s = 2 x - 1`` on an open lattice
-    (each unordered neighbour pair once). Works for integer and float-relaxed `x`."""
-    s = 2 * x - 1
-    pairs = jnp.sum(s[1:, :] * s[:-1, :]) + jnp.sum(s[:, 1:] * s[:, :-1])
-    return jnp.sum(field * s) - lam * pairs
-
-
 def ising_target(
     p: int = 50, config: str = "C2", seed: int = 0, *, elementwise: bool = False
 ) -> Target:
@@ -184,12 +178,7 @@ def ising_target(
         numpyro.factor("ising", ising_energy(x, field_jnp, lam))
 
     def elementwise_model() -> None:
-        x = numpyro.sample("x", dist.Bernoulli(0.5).expand([p, p]))
-        s = 2 * x - 1
-        numpyro.factor("field", field_jnp * s)
-        # open lattice: slices, not rolls, so that the energy is that of `ising_energy`
-        numpyro.factor("right", -lam * (s[:, :-1] * s[:, 1:]))
-        numpyro.factor("down", -lam * (s[:-1, :] * s[1:, :]))
+        ising_model(field_jnp, -lam)
 
     return Target(
         name=f"ising-{p}-{config}" + ("-ew" if elementwise else ""),
@@ -248,143 +237,6 @@ def potts_target(
             "elementwise": elementwise,
         },
     )
-
-
-#: Observation noise variance ``sigma^2`` of the simulated FHMM data for C1..C3.
-FHMM_NOISE_SCALES: dict[str, float] = {"C1": 2.0, "C2": 1.0, "C3": 0.5}
-FHMM_INIT_PROB = 0.1
-FHMM_STAY_PROB = 0.8
-
-
-@dataclass(frozen=True)
-class FHMMData:
-    """
-    Simulated factorial-HMM data.
-
-    - **y** - ``(L,)`` observations.
-    - **x** - ``(L, K)`` true hidden states (int32).
-    - **w** - ``(K,)`` true weights; **b** - true offset; **sigma** - true noise scale.
-    """
-
-    y: np.ndarray
-    x: np.ndarray
-    w: np.ndarray
-    b: float
-    sigma: float
-
-
-def fhmm_data(
-    num_steps: int,
-    num_chains: int,
-    config: str = "C2",
-    seed: int = 0,
-    w: np.ndarray | None = None,
-    b: float | None = None,
-) -> FHMMData:
-    """Simulate ``L = num_steps`` observations of ``K = num_chains`` chains; ``w`` and ``b``
-    drawn from ``N(0, 1)`` unless given, ``sigma^2`` from `config`."""
-    rng = np.random.default_rng(seed)
-    w = rng.normal(size=num_chains) if w is None else np.asarray(w, dtype=float)
-    b = float(rng.normal()) if b is None else float(b)
-    sigma = float(np.sqrt(FHMM_NOISE_SCALES[config]))
-    x = np.empty((num_steps, num_chains), dtype=np.int32)
-    x[0] = rng.random(num_chains) < FHMM_INIT_PROB
-    for step in range(1, num_steps):
-        switch = rng.random(num_chains) >= FHMM_STAY_PROB
-        x[step] = np.where(switch, 1 - x[step - 1], x[step - 1])
-    y = x @ w + b + sigma * rng.normal(size=num_steps)
-    return FHMMData(y=y, x=x, w=w, b=b, sigma=sigma)
-
-
-def fhmm_markov_log_prior(x: jax.Array) -> jax.Array:
-    """Log prior of the ``(L, K)`` chains, in vectorised form and polynomial in ``x`` (so that
-    a float-relaxed ``x`` has a gradient): ``x_{0,k} ~ Bern(0.1)``, then each chain keeps its
-    value with probability 0.8."""
-    x = jnp.asarray(x, jnp.result_type(float))
-    first = x[0] * np.log(FHMM_INIT_PROB) + (1 - x[0]) * np.log1p(-FHMM_INIT_PROB)
-    same = x[1:] * x[:-1] + (1 - x[1:]) * (1 - x[:-1])
-    stay = same * np.log(FHMM_STAY_PROB) + (1 - same) * np.log1p(-FHMM_STAY_PROB)
-    return jnp.sum(first) + jnp.sum(stay)
-
-
-def _fhmm_parameters(num_chains: int, w_loc: Any, w_scale: Any) -> tuple[jax.Array, ...]:
-    w = numpyro.sample(
-        "w", dist.Normal(jnp.broadcast_to(w_loc, (num_chains,)), w_scale).to_event(1)
-    )
-    b = numpyro.sample("b", dist.Normal(0.0, 1.0))
-    sigma = numpyro.sample("sigma", dist.HalfNormal(1.0))
-    return w, b, sigma
-
-
-def fhmm_model(y: jax.Array, num_chains: int, w_loc: Any = 0.0, w_scale: Any = 1.0) -> None:
-    """The FHMM with ``X`` as one ``(L, K)`` binary site ``"x"``: a uniform Bernoulli site
-    whose log probability (``-L K log 2``) the factor ``"x_markov"`` replaces by the Markov
-    prior."""
-    num_steps = y.shape[0]
-    w, b, sigma = _fhmm_parameters(num_chains, w_loc, w_scale)
-    x = numpyro.sample("x", dist.Bernoulli(0.5).expand([num_steps, num_chains]))
-    numpyro.factor("x_markov", fhmm_markov_log_prior(x) + num_steps * num_chains * np.log(2.0))
-    numpyro.sample("y", dist.Normal(x @ w + b, sigma), obs=y)
-
-
-def fhmm_elementwise_model(
-    y: jax.Array, num_chains: int, w_loc: Any = 0.0, w_scale: Any = 1.0
-) -> None:
-    """:func:`fhmm_model` with the Markov prior written elementwise: the factors
-    ``"x_init"`` (``(K,)``, the first step) and ``"x_markov"`` (``(L - 1, K)``, one term per
-    transition), each term plus ``log 2`` to replace the uniform prior of its coordinate.
-    The same log density; structure detection sees each ``x_{l,k}`` interact with
-    ``x_{l +- 1,k}`` and with the ``x_{l,k'}`` of its observation (``K`` colours)."""
-    num_steps = y.shape[0]
-    w, b, sigma = _fhmm_parameters(num_chains, w_loc, w_scale)
-    x = numpyro.sample("x", dist.Bernoulli(0.5).expand([num_steps, num_chains]))
-    xf = jnp.asarray(x, jnp.result_type(float))
-    first = xf[0] * np.log(FHMM_INIT_PROB) + (1 - xf[0]) * np.log1p(-FHMM_INIT_PROB)
-    same = xf[1:] * xf[:-1] + (1 - xf[1:]) * (1 - xf[:-1])
-    stay = same * np.log(FHMM_STAY_PROB) + (1 - same) * np.log1p(-FHMM_STAY_PROB)
-    numpyro.factor("x_init", first + np.log(2.0))
-    numpyro.factor("x_markov", stay + np.log(2.0))
-    numpyro.sample("y", dist.Normal(x @ w + b, sigma), obs=y)
-
-
-def fhmm_joint_states(num_chains: int) -> np.ndarray:
-    """The ``(2^K, K)`` binary vectors, state ``s`` having bits ``x_k = (s >> k) & 1``."""
-    states = np.arange(2**num_chains)[:, None]
-    return ((states >> np.arange(num_chains)) & 1).astype(np.int32)
-
-
-def fhmm_enumerated_model(
-    y: jax.Array, num_chains: int, w_loc: Any = 0.0, w_scale: Any = 1.0
-) -> None:
-    """The same FHMM with ``X`` summed out: one categorical joint state per time step over the
-    ``2^K`` values of ``x_l`` (transition matrix ``2^K x 2^K``), marked
-    ``infer={"enumerate": "parallel"}`` inside numpyro's ``scan``. Memory and time grow like
-    ``L 4^K``."""
-    from numpyro.contrib.control_flow import scan
-
-    w, b, sigma = _fhmm_parameters(num_chains, w_loc, w_scale)
-    states = fhmm_joint_states(num_chains)
-    same = states[:, None, :] == states[None, :, :]
-    log_stay, log_switch = np.log(FHMM_STAY_PROB), np.log1p(-FHMM_STAY_PROB)
-    log_trans = jnp.asarray(np.where(same, log_stay, log_switch).sum(-1))
-    log_init = jnp.asarray(
-        (states * np.log(FHMM_INIT_PROB) + (1 - states) * np.log1p(-FHMM_INIT_PROB)).sum(-1)
-    )
-    means = jnp.asarray(states, jnp.result_type(float)) @ w + b
-    # a fresh `infer` dict per site: numpyro's enumeration writes into it
-    s0 = numpyro.sample(
-        "state_init", dist.Categorical(logits=log_init), infer={"enumerate": "parallel"}
-    )
-    numpyro.sample("y_init", dist.Normal(means[s0], sigma), obs=y[0])
-
-    def transition(s_prev: jax.Array, y_l: jax.Array) -> tuple[jax.Array, None]:
-        s = numpyro.sample(
-            "state", dist.Categorical(logits=log_trans[s_prev]), infer={"enumerate": "parallel"}
-        )
-        numpyro.sample("y_step", dist.Normal(means[s], sigma), obs=y_l)
-        return s, None
-
-    scan(transition, s0, y[1:])
 
 
 def fhmm_ffbs_gibbs_fn(y: jax.Array, num_chains: int) -> Callable:
@@ -502,12 +354,6 @@ def fhmm_binary(
                         log_density, params)  # fmt: skip
 
 
-def rbm_log_density(v: jax.Array, weights: jax.Array, b: jax.Array, c: jax.Array) -> jax.Array:
-    """``b . v + sum_h softplus(W_h . v + c_h)``: ``log pi(v)`` of an RBM up to a constant,
-    hidden units summed out (Sun, Dai and Schuurmans 2022, eq. 187)."""
-    return v @ b + jnp.sum(jax.nn.softplus(weights @ v + c))
-
-
 def rbm_binary(
     num_visible: int = 784,
     num_hidden: int = 400,
@@ -518,10 +364,7 @@ def rbm_binary(
     """An RBM with random parameters: ``W ~ N(0, weight_scale^2 / num_hidden)`` of shape
     ``(num_hidden, num_visible)``, visible biases ``b ~ N(bias_loc, 1)``, hidden biases
     ``c ~ N(0, 1)``."""
-    rng = np.random.default_rng(seed)
-    weights = weight_scale / np.sqrt(num_hidden) * rng.normal(size=(num_hidden, num_visible))
-    b = bias_loc + rng.normal(size=num_visible)
-    c = rng.normal(size=num_hidden)
+    weights, b, c = rbm_parameters(num_visible, num_hidden, weight_scale, bias_loc, seed)
     w_jnp, b_jnp, c_jnp = (jnp.asarray(a, jnp.float32) for a in (weights, b, c))
 
     def log_density(v: jax.Array) -> jax.Array:

@@ -72,53 +72,26 @@ from jax import random
 import jax.numpy as jnp
 
 import numpyro
-import numpyro.distributions as dist
 from numpyro.infer import MCMC, NUTS
 
 from numpyro_discrete import ALBP, BlockGibbs, ChromaticGibbs, LBPGibbs
+from numpyro_discrete.gallery.fhmm import fhmm_data, fhmm_model
 
 matplotlib.use("Agg")
 
-INIT_PROB = 0.1
-STAY_PROB = 0.8
-NOISE_VAR = 0.5
 EXTRA_FIELDS = ("accept_prob", "num_changed", "hmc_state.num_steps")
 # the convergence the script reports: split R-hat of the mean signal at every step
 MAX_R_HAT = 1.01
 
 
-def markov_log_prior(x):
-    """Log prior of the ``(L, K)`` chains, polynomial in ``x``: ``x_{0,k} ~ Bern(0.1)``, then
-    each chain keeps its value with probability 0.8."""
-    first = x[0] * np.log(INIT_PROB) + (1 - x[0]) * np.log1p(-INIT_PROB)
-    same = x[1:] * x[:-1] + (1 - x[1:]) * (1 - x[:-1])
-    stay = same * np.log(STAY_PROB) + (1 - same) * np.log1p(-STAY_PROB)
-    return jnp.sum(first) + jnp.sum(stay)
-
-
-def fhmm_model(y, num_chains):
-    num_steps = y.shape[0]
-    w = numpyro.sample("w", dist.Normal(0.0, 1.0).expand([num_chains]).to_event(1))
-    b = numpyro.sample("b", dist.Normal(0.0, 1.0))
-    sigma = numpyro.sample("sigma", dist.HalfNormal(1.0))
-    x = numpyro.sample("x", dist.Bernoulli(0.5).expand([num_steps, num_chains]))
-    # replace the uniform log probability of `x` (-L K log 2) by the Markov prior
-    numpyro.factor("x_markov", markov_log_prior(x) + num_steps * num_chains * np.log(2.0))
-    numpyro.sample("y", dist.Normal(x @ w + b, sigma), obs=y)
-
-
 def simulate(rng, num_steps, num_chains):
-    """True ``x`` (L, K), ``w``, ``b``, ``sigma`` and the observations ``y``."""
+    """True ``x`` (L, K), ``w``, ``b``, ``sigma`` and the observations ``y``, from the
+    gallery's simulator (configuration C3: ``sigma^2 = 0.5``)."""
     # positive weights doubling from chain to chain: the 2^K levels of w . x_l are evenly
     # spaced (for K = 3 by 0.71, one noise standard deviation)
     w = 2.0 ** np.arange(num_chains) / 2.0 ** (num_chains / 2 - 1)
-    b, sigma = 0.3, np.sqrt(NOISE_VAR)
-    x = np.empty((num_steps, num_chains), dtype=np.int32)
-    x[0] = rng.random(num_chains) < INIT_PROB
-    for step in range(1, num_steps):
-        x[step] = np.where(rng.random(num_chains) < STAY_PROB, x[step - 1], 1 - x[step - 1])
-    y = x @ w + b + sigma * rng.normal(size=num_steps)
-    return {"x": x, "w": w, "b": b, "sigma": sigma, "y": y}
+    data = fhmm_data(num_steps, num_chains, "C3", rng, w=w, b=0.3)  # rng: a Generator
+    return {"x": data.x, "w": data.w, "b": data.b, "sigma": data.sigma, "y": data.y}
 
 
 def discrete_kernel(name, weights):

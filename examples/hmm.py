@@ -48,48 +48,12 @@ from jax import random
 import jax.numpy as jnp
 
 import numpyro
-from numpyro.contrib.control_flow import scan
-import numpyro.distributions as dist
 from numpyro.infer import MCMC, NUTS
 
 from numpyro_discrete import LBPGibbs
+from numpyro_discrete.gallery.sequences import hmm_model, simulate_hmm
 
 matplotlib.use("Agg")
-
-
-def hmm_model(y, num_states, enumerate_states=False):
-    """The HMM with its states sampled inside numpyro's ``scan``; with `enumerate_states`,
-    the states are marked for numpyro's enumeration (summed out by NUTS)."""
-    concentration = jnp.ones((num_states, num_states)) + 8.0 * jnp.eye(num_states)
-    trans = numpyro.sample("trans", dist.Dirichlet(concentration).to_event(1))
-    locs = numpyro.sample(
-        "locs",
-        dist.TransformedDistribution(
-            dist.Normal(0.0, 5.0).expand([num_states]), dist.transforms.OrderedTransform()
-        ),
-    )
-    sigma = numpyro.sample("sigma", dist.HalfNormal(2.0))
-    infer = {"enumerate": "parallel"} if enumerate_states else {}
-
-    def step(previous, y_t):
-        x = numpyro.sample("x", dist.Categorical(trans[previous]), infer=dict(infer))
-        numpyro.sample("y", dist.Normal(locs[x], sigma), obs=y_t)
-        return x, None
-
-    scan(step, 0, y)
-
-
-def simulate(rng, num_steps, num_states):
-    """True states and observations: sticky transitions, means ``0, 2, 4, ...``."""
-    trans = np.full((num_states, num_states), 0.1 / (num_states - 1)) + 0.9 * np.eye(num_states)
-    trans /= trans.sum(1, keepdims=True)
-    locs = 2.0 * np.arange(num_states)
-    sigma = 0.7
-    x = np.zeros(num_steps, np.int32)
-    previous = 0
-    for t in range(num_steps):
-        previous = x[t] = rng.choice(num_states, p=trans[previous])
-    return {"x": x, "y": locs[x] + sigma * rng.normal(size=num_steps), "locs": locs, "sigma": sigma}
 
 
 def timed_run(kernel, args, y, seed):
@@ -150,7 +114,7 @@ def main(argv=None):
     )
     args = parser.parse_args(argv)
 
-    truth = simulate(np.random.default_rng(args.seed), args.T, args.K)
+    truth = simulate_hmm(np.random.default_rng(args.seed), args.T, args.K)
     y = jnp.asarray(truth["y"])
 
     def enumerated(y, num_states):

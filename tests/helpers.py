@@ -3,7 +3,6 @@ statistical checks (chi-square, total variation, Monte Carlo standard errors) an
 factorial HMM of the LBPGibbs tests. Tests never import ``benchmarks``."""
 
 import itertools
-from typing import NamedTuple
 
 import numpy as np
 from scipy import stats
@@ -518,66 +517,6 @@ def beta_bernoulli_model(y):
     p = numpyro.sample("p", dist.Beta(2.0, 2.0))
     z = numpyro.sample("z", dist.Bernoulli(p).expand(y.shape))
     numpyro.sample("y", dist.Normal(z, SCALE_MIX), obs=y)
-
-
-# a factorial HMM, as in benchmarks/targets.py
-
-FHMM_NOISE_SCALES = {"C1": 2.0, "C2": 1.0, "C3": 0.5}
-FHMM_INIT_PROB = 0.1
-FHMM_STAY_PROB = 0.8
-
-
-class FHMMData(NamedTuple):
-    y: np.ndarray  # (L,) observations
-    x: np.ndarray  # (L, K) true hidden states
-    w: np.ndarray
-    b: float
-    sigma: float
-
-
-def fhmm_data(num_steps, num_chains, config="C2", seed=0, w=None, b=None) -> FHMMData:
-    """``L = num_steps`` observations of ``K = num_chains`` binary Markov chains (``x_0 ~
-    Bern(0.1)``, then each keeps its value with probability 0.8), ``y_l ~ N(w . x_l + b,
-    sigma^2)``; ``w``, ``b`` drawn from ``N(0, 1)`` unless given, ``sigma^2`` from `config`."""
-    rng = np.random.default_rng(seed)
-    w = rng.normal(size=num_chains) if w is None else np.asarray(w, dtype=float)
-    b = float(rng.normal()) if b is None else float(b)
-    sigma = float(np.sqrt(FHMM_NOISE_SCALES[config]))
-    x = np.empty((num_steps, num_chains), dtype=np.int32)
-    x[0] = rng.random(num_chains) < FHMM_INIT_PROB
-    for step in range(1, num_steps):
-        switch = rng.random(num_chains) >= FHMM_STAY_PROB
-        x[step] = np.where(switch, 1 - x[step - 1], x[step - 1])
-    y = x @ w + b + sigma * rng.normal(size=num_steps)
-    return FHMMData(y=y, x=x, w=w, b=b, sigma=sigma)
-
-
-def fhmm_markov_log_prior(x):
-    """Log prior of the ``(L, K)`` chains, polynomial in ``x`` (a float-relaxed ``x`` has a
-    gradient)."""
-    x = jnp.asarray(x, jnp.result_type(float))
-    first = x[0] * np.log(FHMM_INIT_PROB) + (1 - x[0]) * np.log1p(-FHMM_INIT_PROB)
-    same = x[1:] * x[:-1] + (1 - x[1:]) * (1 - x[:-1])
-    stay = same * np.log(FHMM_STAY_PROB) + (1 - same) * np.log1p(-FHMM_STAY_PROB)
-    return jnp.sum(first) + jnp.sum(stay)
-
-
-def fhmm_parameters(num_chains, w_loc, w_scale):
-    w_loc = jnp.broadcast_to(w_loc, (num_chains,))
-    w = numpyro.sample("w", dist.Normal(w_loc, w_scale).to_event(1))
-    b = numpyro.sample("b", dist.Normal(0.0, 1.0))
-    sigma = numpyro.sample("sigma", dist.HalfNormal(1.0))
-    return w, b, sigma
-
-
-def fhmm_model(y, num_chains, w_loc=0.0, w_scale=1.0):
-    """``X`` as one ``(L, K)`` binary site ``"x"`` whose uniform prior the factor
-    ``"x_markov"`` replaces by the Markov prior; ``w``, ``b``, ``sigma`` continuous."""
-    num_steps = y.shape[0]
-    w, b, sigma = fhmm_parameters(num_chains, w_loc, w_scale)
-    x = numpyro.sample("x", dist.Bernoulli(0.5).expand([num_steps, num_chains]))
-    numpyro.factor("x_markov", fhmm_markov_log_prior(x) + num_steps * num_chains * np.log(2.0))
-    numpyro.sample("y", dist.Normal(x @ w + b, sigma), obs=y)
 
 
 def run_vectorized(kernel, *args, num_samples=5000, num_chains=4, seed=0, init_params=None):

@@ -18,8 +18,9 @@ from numpyro.infer import MCMC, NUTS, Gibbs
 from numpyro.infer.gibbs import conditioned, discrete_latent_sites, with_conditioning
 
 from numpyro_discrete import ALBP, LBP, LBPGibbs, LBPGibbsState
+from numpyro_discrete.gallery.fhmm import fhmm_data, fhmm_model
 
-from helpers import SCALE_MIX, Y_MIX, beta_bernoulli_model, fhmm_data, fhmm_model
+from helpers import SCALE_MIX, Y_MIX, beta_bernoulli_model
 
 PROBS = jnp.array([0.1, 0.3, 0.5, 0.7, 0.9, 0.2])
 

@@ -9,7 +9,6 @@ import pytest
 import jax
 from jax import random
 import jax.numpy as jnp
-from jax.scipy.special import logsumexp
 
 import numpyro
 import numpyro.distributions as dist
@@ -17,90 +16,23 @@ from numpyro.infer import MCMC, NUTS, Gibbs
 from numpyro.infer.gibbs import discrete_latent_sites
 
 from numpyro_discrete import ACS, LBP, LBPGibbs
+from numpyro_discrete.gallery.fhmm import (
+    fhmm_data,
+    fhmm_enumerated_model,
+    fhmm_model,
+    fhmm_smoothed_marginals,
+)
 
 from helpers import (
-    FHMM_INIT_PROB,
-    FHMM_STAY_PROB,
     SCALE_MIX,
     Y_MIX,
     assert_within_mcse,
     beta_bernoulli_model,
     effective_sample_sizes,
-    fhmm_data,
-    fhmm_markov_log_prior,
-    fhmm_model,
-    fhmm_parameters,
     mcse_of_mean,
 )
 
 # --- factorial HMM against NUTS with X enumerated -------------------------------------------
-
-
-def fhmm_joint_states(num_chains):
-    """The ``(2^K, K)`` binary vectors, state ``s`` having bits ``x_k = (s >> k) & 1``."""
-    states = np.arange(2**num_chains)[:, None]
-    return ((states >> np.arange(num_chains)) & 1).astype(np.int32)
-
-
-def fhmm_enumerated_model(y, num_chains, w_loc=0.0, w_scale=1.0):
-    """The same FHMM with ``X`` summed out: one categorical joint state per time step over the
-    ``2^K`` values of ``x_l``, marked ``infer={"enumerate": "parallel"}`` inside ``scan``."""
-    from numpyro.contrib.control_flow import scan
-
-    w, b, sigma = fhmm_parameters(num_chains, w_loc, w_scale)
-    states = fhmm_joint_states(num_chains)
-    same = states[:, None, :] == states[None, :, :]
-    log_stay, log_switch = np.log(FHMM_STAY_PROB), np.log1p(-FHMM_STAY_PROB)
-    log_trans = jnp.asarray(np.where(same, log_stay, log_switch).sum(-1))
-    log_init = jnp.asarray(
-        (states * np.log(FHMM_INIT_PROB) + (1 - states) * np.log1p(-FHMM_INIT_PROB)).sum(-1)
-    )
-    means = jnp.asarray(states, jnp.result_type(float)) @ w + b
-    # a fresh `infer` dict per site: numpyro's enumeration writes into it
-    s0 = numpyro.sample(
-        "state_init", dist.Categorical(logits=log_init), infer={"enumerate": "parallel"}
-    )
-    numpyro.sample("y_init", dist.Normal(means[s0], sigma), obs=y[0])
-
-    def transition(s_prev, y_l):
-        s = numpyro.sample(
-            "state", dist.Categorical(logits=log_trans[s_prev]), infer={"enumerate": "parallel"}
-        )
-        numpyro.sample("y_step", dist.Normal(means[s], sigma), obs=y_l)
-        return s, None
-
-    scan(transition, s0, y[1:])
-
-
-def _fhmm_smoothed_marginals(y, w, b, sigma, num_chains):
-    """``P(x_{l,k} = 1 | y, w, b, sigma)`` by forward-backward over the ``2^K`` joint states."""
-    states = fhmm_joint_states(num_chains)
-    # the chains' Markov prior of one joint path, evaluated pairwise: log p(s_0), log T(s, s')
-    log_init = jax.vmap(lambda s: fhmm_markov_log_prior(s[None]))(jnp.asarray(states))
-    pairs = jnp.stack(
-        [jnp.broadcast_to(states[:, None], (len(states),) * 2 + (num_chains,)),
-         jnp.broadcast_to(states[None, :], (len(states),) * 2 + (num_chains,))],
-        axis=2,
-    )  # fmt: skip
-    log_trans = jax.vmap(jax.vmap(fhmm_markov_log_prior))(pairs) - log_init[:, None]
-    log_emit = dist.Normal(jnp.asarray(states, jnp.float32) @ w + b, sigma).log_prob(y[:, None])
-
-    def forward(alpha, emit):
-        alpha = logsumexp(alpha[:, None] + log_trans, axis=0) + emit
-        return alpha, alpha
-
-    def backward(beta, emit):
-        beta = logsumexp(log_trans + (emit + beta)[None, :], axis=1)
-        return beta, beta
-
-    alpha0 = log_init + log_emit[0]
-    _, alphas = jax.lax.scan(forward, alpha0, log_emit[1:])
-    alphas = jnp.concatenate([alpha0[None], alphas])
-    _, betas = jax.lax.scan(backward, jnp.zeros(len(states)), log_emit[1:], reverse=True)
-    betas = jnp.concatenate([betas, jnp.zeros((1, len(states)))])
-    log_post = alphas + betas
-    post = jnp.exp(log_post - logsumexp(log_post, axis=1, keepdims=True))
-    return post @ jnp.asarray(states, post.dtype)  # (L, K)
 
 
 def _check_fhmm(num_steps, w_true, config, num_warmup, num_samples, ref_samples):
@@ -147,7 +79,7 @@ def _check_fhmm(num_steps, w_true, config, num_warmup, num_samples, ref_samples)
 
     # X marginals: the reference averages the exact smoothed marginals over NUTS draws
     flat = {k: v.reshape((-1,) + v.shape[2:]) for k, v in ref_draws.items()}
-    smoothed = jax.vmap(_fhmm_smoothed_marginals, in_axes=(None, 0, 0, 0, None))(
+    smoothed = jax.vmap(fhmm_smoothed_marginals, in_axes=(None, 0, 0, 0, None))(
         jnp.asarray(data.y), flat["w"], flat["b"], flat["sigma"], num_chains
     )
     ref_x = np.asarray(smoothed).mean(0)
