@@ -306,13 +306,18 @@ def step_cost(kernel: MCMCKernel, rng_key: jax.Array, model_args: tuple, steps: 
 
 
 def steady_step_cost(
-    kernel: MCMCKernel, state: Any, model_args: tuple, min_seconds: float = 2.0
+    kernel: MCMCKernel,
+    state: Any,
+    model_args: tuple,
+    min_seconds: float = 2.0,
+    model_kwargs: dict | None = None,
 ) -> float:
     """Seconds per ``kernel.sample`` step from `state` (a post-warmup state), the steps run
     in one jitted loop, as ``MCMC`` runs them, for at least `min_seconds`: a small step's
     cost would otherwise include Python's dispatch of each step."""
+    kwargs = dict(model_kwargs or {})
     run = jax.jit(
-        lambda s, n: lax.fori_loop(0, n, lambda _, s: kernel.sample(s, model_args, {}), s)
+        lambda s, n: lax.fori_loop(0, n, lambda _, s: kernel.sample(s, model_args, kwargs), s)
     )
     jax.block_until_ready(run(state, 2))
     num_steps = 3

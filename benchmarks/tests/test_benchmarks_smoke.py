@@ -280,3 +280,23 @@ def test_bench_scaling_quick(tmp_path, monkeypatch):
         by_chains = {r["num_chains"]: r for r in rows if r["part"] == "chains" and
                      r["sampler"] == sampler}  # fmt: skip
         assert by_chains[chains[0]]["step_vs_smallest"] == 1.0
+
+
+@pytest.mark.slow
+def test_bench_gallery_quick(tmp_path):
+    """Every requested sampler has a row; ours and numpyro's run both quick models, and
+    NUTS-enum runs where the gallery has an enumerable form."""
+    _run_quick("bench_gallery", tmp_path)
+    result = json.loads((tmp_path / "bench_gallery.json").read_text())
+    rows = {(row["model"], row["method"]): row for row in result["rows"]}
+    assert len(rows) == 8
+    for model in ("mixture", "ising"):
+        for method in ("LBPGibbs", "DiscreteHMCGibbs"):
+            row = rows[(model, method)]
+            assert row["status"] == "ok", row
+            for field in ("first_run_s", "step_ms", "ess_min_per_s", "rhat_max", "check_z_max"):
+                assert _is_finite_number(row[field]), (model, method, field)
+    assert rows[("mixture", "LBPGibbs")]["chosen"] == "ChromaticGibbs"
+    assert rows[("mixture", "NUTS-enum")]["status"] == "ok"
+    assert rows[("ising", "NUTS-enum")]["status"] == "n/a"
+    assert (tmp_path / "bench_gallery.md").read_text().count("\n| ") == 9

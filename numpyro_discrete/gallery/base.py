@@ -88,6 +88,11 @@ class GalleryModel(NamedTuple):
     - **reference_kind** - ``"enumeration"``, ``"closed form"`` or ``"enumerated NUTS"``.
     - **description** - one paragraph: the model and what its reference computes.
     - **citations** - the papers or books the model comes from.
+    - **enumerated** - ``(model, summaries)`` where numpyro's enumeration can sum every
+      discrete site out (``NUTS`` on the model runs; same arguments as **model**), and the
+      summaries of its draws (of the continuous sites only, or with the discrete sites
+      replaced by their exact conditional expectations); ``None`` where it cannot (infinite
+      supports, sites coupled outside plates).
     """
 
     name: str
@@ -98,6 +103,9 @@ class GalleryModel(NamedTuple):
     reference_kind: str
     description: str
     citations: tuple[str, ...] = ()
+    enumerated: (
+        tuple[Callable[..., None], Callable[[Mapping[str, Any], Dataset], Summaries]] | None
+    ) = None
 
 
 def check_size(size: str) -> None:

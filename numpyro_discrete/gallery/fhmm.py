@@ -306,4 +306,5 @@ FHMM = GalleryModel(
         "b, sigma."
     ),
     citations=("Ghahramani and Jordan (1997)", "Sun, Dai and Schuurmans (2022), App. D"),
+    enumerated=(fhmm_enumerated_model, _reference_summaries),
 )

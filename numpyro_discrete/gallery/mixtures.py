@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 
 import numpyro
+from numpyro.contrib.funsor import config_enumerate
 import numpyro.distributions as dist
 
 from numpyro_discrete.gallery.base import (
@@ -56,6 +57,10 @@ def gaussian_mixture(y: jax.Array, num_components: int) -> None:
     with numpyro.plate("data", y.shape[0]):
         z = numpyro.sample("z", dist.Categorical(weights))
         numpyro.sample("y", dist.Normal(locs[z], sigma), obs=y)
+
+
+def _mixture_enumerated(y: jax.Array, num_components: int) -> None:
+    config_enumerate(gaussian_mixture)(y, num_components)
 
 
 def mixture_data(seed: int = 0, size: str = "example") -> Dataset:
@@ -168,4 +173,6 @@ MIXTURE = GalleryModel(
         "closed form and sigma on a fine grid; summaries: the sorted means and sigma."
     ),
     citations=("Bishop (2006), ch. 9", "Frühwirth-Schnatter (2006)"),
+    # the summaries read the continuous sites only
+    enumerated=(_mixture_enumerated, mixture_summaries),
 )

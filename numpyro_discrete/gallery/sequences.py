@@ -22,6 +22,7 @@ from jax.scipy.special import logsumexp
 
 import numpyro
 from numpyro.contrib.control_flow import scan
+from numpyro.contrib.funsor import config_enumerate
 import numpyro.distributions as dist
 
 from numpyro_discrete.gallery.base import (
@@ -181,6 +182,7 @@ HMM = GalleryModel(
         "locs[x_t] and sigma."
     ),
     citations=("Rabiner (1989)",),
+    enumerated=(_hmm_enumerated, _hmm_reference_summaries),
 )
 
 # --- change point -------------------------------------------------------------------------
@@ -228,6 +230,30 @@ def change_point_summaries(samples: Mapping[str, Any], data: Dataset) -> dict[st
     return {k: np.asarray(samples[k], np.float64) for k in ("tau", "early_rate", "late_rate")}
 
 
+def _change_point_enumerated(counts: jax.Array) -> None:
+    config_enumerate(change_point_model)(counts)
+
+
+def _change_point_enumerated_summaries(
+    samples: Mapping[str, Any], data: Dataset
+) -> dict[str, np.ndarray]:
+    """:func:`change_point_summaries` of draws of the rates, ``tau`` replaced by its exact
+    conditional mean given them (``p(tau | rates, counts)`` over every ``tau``)."""
+    counts = np.asarray(data.args[0], np.float64)
+    early = np.asarray(samples["early_rate"], np.float64)[:, None]
+    late = np.asarray(samples["late_rate"], np.float64)[:, None]
+    # log p(counts | tau, rates) up to a constant: steps t < tau at the early rate
+    early_ll = np.concatenate(
+        [np.zeros_like(early), np.cumsum(counts * np.log(early) - early, axis=1)], axis=1
+    )[:, :-1]
+    late_ll = np.cumsum((counts * np.log(late) - late)[:, ::-1], axis=1)[:, ::-1]
+    log_p = early_ll + late_ll  # (draws, T): tau = 0 .. T - 1
+    probs = np.exp(log_p - log_p.max(1, keepdims=True))
+    probs /= probs.sum(1, keepdims=True)
+    tau = probs @ np.arange(counts.shape[0], dtype=np.float64)
+    return change_point_summaries({**samples, "tau": tau}, data)
+
+
 def change_point_reference(data: Dataset) -> Reference:
     """Closed form: given ``tau`` each rate is conjugate (Gamma prior, Poisson counts), so
     ``p(tau | counts)`` is a product of two Gamma-Poisson marginals, evaluated for every
@@ -267,4 +293,5 @@ CHANGE_POINT = GalleryModel(
         "forms summed over every tau; summaries: tau and both rates."
     ),
     citations=("Carlin, Gelfand and Smith (1992)", "Jarrett (1979)"),
+    enumerated=(_change_point_enumerated, _change_point_enumerated_summaries),
 )
