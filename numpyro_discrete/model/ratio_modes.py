@@ -1,12 +1,16 @@
 """The ratio mode of each site (``weights``): gradient estimates of the local log-ratios or
 exact ones, ``"auto"`` resolved from the program and the structure."""
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 import jax
+from jax import random
 import jax.numpy as jnp
+
+from numpyro.infer.gibbs import GIBBS_SITES_KWARG, prototype_trace
 
 from numpyro_discrete.core.neighbourhood import Neighbourhood, SupportKind
 from numpyro_discrete.model.detection import read_dependencies
@@ -18,13 +22,24 @@ from numpyro_discrete.model.potential import (
 )
 from numpyro_discrete.structure.colouring import TermStructure
 
-__all__ = ["AUTO_EXACT_MAX_EVALUATIONS", "WeightsArgument", "resolve_weights"]
+__all__ = [
+    "AUTO_EXACT_MAX_EVALUATIONS",
+    "GRADIENT_ERROR_LIMIT",
+    "WeightsArgument",
+    "gradient_check_point",
+    "gradient_errors",
+    "resolve_weights",
+]
 
 WeightsArgument = str | Mapping[str, str]
 
 # "auto" picks colour-batched exact ratios when they cost at most this many evaluations of
 # the terms per step (C classes x M candidates): within about 3x of one gradient
 AUTO_EXACT_MAX_EVALUATIONS = 8
+# "auto" keeps gradient ratios on a site where exact ones are costly unless, at the initial
+# state, their median error over this many coordinates exceeds this many nats
+GRADIENT_CHECKED_COORDS = 16
+GRADIENT_ERROR_LIMIT = 1.0
 
 
 def resolve_weights(
@@ -36,6 +51,7 @@ def resolve_weights(
     structure: TermStructure,
     neighbourhood: Neighbourhood,
     kernel_name: str,
+    check_point: tuple[SiteLogJoint, jax.Array] | None = None,
 ) -> dict[str, str]:
     """Per site, ``"gradient"`` or ``"exact"``. ``"auto"`` is exact for categorical sites
     (unordered values: a gradient in the value means nothing), for sites the log density
@@ -43,9 +59,13 @@ def resolve_weights(
     zero everywhere (a value used only in comparisons, e.g. ``where(t < tau, ...)``), and,
     when the structure is sparse enough for colour-batched exact ratios to cost at most
     :data:`AUTO_EXACT_MAX_EVALUATIONS` evaluations of the terms, for sites in which
-    ``log pi`` is not affine (where the gradient is only an approximation); the gradient
-    otherwise (on an affine site it gives the exact ratios, at about half the cost:
-    ``benchmarks/bench_structure.py``)."""
+    ``log pi`` is not affine (where the gradient is only an approximation); when exact
+    ratios cost more, for sites whose gradient ratios are off by more than
+    :data:`GRADIENT_ERROR_LIMIT` nats (median over a sample of coordinates) at
+    `check_point`, ``(log_joint, x)``: a state of the model drawn the same way under every
+    chain method (:func:`gradient_check_point`; by default the initial state); the
+    gradient otherwise (on an affine site it gives the exact ratios, at about half the
+    cost: ``benchmarks/bench_structure.py``)."""
     if isinstance(weights, Mapping):
         unknown = sorted(set(weights) - set(layout.names))
         if unknown:
@@ -82,11 +102,94 @@ def resolve_weights(
     ]
     for site in _zero_gradient_sites(log_terms, layout, auto_gradient, initial):
         modes[site] = "exact"
+    auto_gradient = [site for site in auto_gradient if modes[site] == "gradient"]
     if cheap_exact:
-        auto_gradient = [site for site in auto_gradient if modes[site] == "gradient"]
         for site in _non_affine_sites(log_terms, layout, structure, auto_gradient, initial):
             modes[site] = "exact"
+    elif auto_gradient:
+        check_log_joint, point = check_point or (log_joint, initial)
+        for site in _poor_gradient_sites(
+            check_log_joint, layout, neighbourhood, auto_gradient, point
+        ):
+            modes[site] = "exact"
     return modes
+
+
+def gradient_errors(
+    log_joint: SiteLogJoint,
+    layout: SiteLayout,
+    neighbourhood: Neighbourhood,
+    site: str,
+    x: jax.Array,
+    num_checked: int = GRADIENT_CHECKED_COORDS,
+) -> np.ndarray:
+    """``|d_gradient - d_exact|`` of up to `num_checked` coordinates of `site`, spread over
+    it, and their valid candidate values at the flat state `x`: the error of the
+    first-order Taylor ratios (Grathwohl et al. 2021) against the exact ones."""
+    coords = layout.site_coords(site)
+    coords = np.unique(coords[np.linspace(0, coords.size - 1, num_checked).astype(int)])
+    relaxed = flat_log_density(log_joint, layout, float_sites=(site,))
+    exact = flat_log_density(log_joint, layout)
+
+    @jax.jit
+    def errors(x: jax.Array) -> tuple[jax.Array, jax.Array]:
+        candidates = neighbourhood.candidates(x)[coords]
+        valid = neighbourhood.valid(x)[coords]
+        grad = jax.grad(relaxed)(x.astype(jnp.result_type(float)))[coords]
+        d_gradient = (candidates - x[coords, None]).astype(grad.dtype) * grad[:, None]
+
+        def moved(j: jax.Array, value: jax.Array) -> jax.Array:
+            return exact(x.at[j].set(value.astype(x.dtype)))
+
+        log_p = jax.vmap(jax.vmap(moved, (None, 0)), (0, 0))(jnp.asarray(coords), candidates)
+        return jnp.abs(d_gradient - (log_p - exact(x))), valid
+
+    error, valid = (np.asarray(a) for a in errors(x))
+    return error[valid & np.isfinite(error)]
+
+
+def gradient_check_point(
+    model: Callable,
+    discrete_sites: Sequence[str],
+    layout: SiteLayout,
+    site_functions: Callable[[tuple, Mapping[str, Any]], tuple[SiteLogJoint, SiteLogJoint]],
+    model_args: tuple,
+    model_kwargs: Mapping[str, Any],
+) -> tuple[SiteLogJoint, jax.Array]:
+    """``(log_joint, x)`` at a draw of every latent site from the prior with a fixed key:
+    the values numpyro's ``Gibbs`` conditions on (continuous sites) replaced by that draw's,
+    so that the check of gradient ratios decides the same for sequential, vectorized and
+    parallel chains (whose conditioning values are traced)."""
+    plain_kwargs = {k: v for k, v in model_kwargs.items() if k != GIBBS_SITES_KWARG}
+    with jax.ensure_compile_time_eval():
+        draw = prototype_trace(model, random.key(0), model_args, plain_kwargs)
+    kwargs = dict(plain_kwargs)
+    if GIBBS_SITES_KWARG in model_kwargs:
+        given = model_kwargs[GIBBS_SITES_KWARG]
+        kwargs[GIBBS_SITES_KWARG] = {name: draw[name]["value"] for name in given}
+    x = layout.flatten({name: draw[name]["value"] for name in discrete_sites})
+    return site_functions(model_args, kwargs)[0], x
+
+
+def _poor_gradient_sites(
+    log_joint: SiteLogJoint,
+    layout: SiteLayout,
+    neighbourhood: Neighbourhood,
+    sites: list[str],
+    initial: jax.Array,
+) -> list[str]:
+    """The `sites` whose gradient ratios at the initial state are off from the exact ones
+    by more than :data:`GRADIENT_ERROR_LIMIT` nats (the median over a sample of
+    coordinates, :func:`gradient_errors`): proposals ranked by them are mostly rejected."""
+    poor = []
+    for site in sites:
+        try:
+            errors = gradient_errors(log_joint, layout, neighbourhood, site, initial)
+        except (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError):
+            continue  # traced model arguments: no check
+        if errors.size and np.median(errors) > GRADIENT_ERROR_LIMIT:
+            poor.append(site)
+    return poor
 
 
 def _non_affine_sites(

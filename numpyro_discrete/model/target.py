@@ -47,7 +47,11 @@ from numpyro_discrete.model.potential import (
     potential_log_joint,
     potential_log_terms,
 )
-from numpyro_discrete.model.ratio_modes import WeightsArgument, resolve_weights
+from numpyro_discrete.model.ratio_modes import (
+    WeightsArgument,
+    gradient_check_point,
+    resolve_weights,
+)
 from numpyro_discrete.model.sites import model_sites, site_summary
 from numpyro_discrete.numpyro_internals import prepare_model_for_potential
 from numpyro_discrete.structure.colouring import TermStructure
@@ -167,6 +171,9 @@ class DiscreteTarget:
                 initial = layout.flatten(
                     {name: concrete_trace[name]["value"] for name in sites.discrete}
                 )
+        check_point = gradient_check_point(
+            model, sites.discrete, layout, site_functions, model_args, model_kwargs
+        )
         return cls._resolve(
             layout,
             site_functions(model_args, model_kwargs),
@@ -179,6 +186,7 @@ class DiscreteTarget:
             conditioned_model,
             has_deterministic,
             concrete_trace,
+            check_point,
         )
 
     @classmethod
@@ -228,6 +236,7 @@ class DiscreteTarget:
         model: Callable | None = None,
         has_deterministic: bool = False,
         model_trace: Mapping[str, Any] | None = None,
+        check_point: tuple[SiteLogJoint, jax.Array] | None = None,
     ) -> "DiscreteTarget":
         if layout.num_coords == 0:
             shapes = dict(zip(layout.names, layout.shapes, strict=True))
@@ -259,6 +268,7 @@ class DiscreteTarget:
                 structure,
                 neighbourhood,
                 kernel_name,
+                check_point,
             ),
             neighbourhood=neighbourhood,
             move_scales=scales,
