@@ -172,10 +172,13 @@ class LBP(_PathKernel):
         evaluations per state) or ``"auto"``; one mode for all sites or a dict per site
         name. ``"auto"`` decides per site at ``init``: exact for categorical sites (their
         values are unordered, so a gradient in the value means nothing) and for sites the
-        model cannot be differentiated in (a value used as an index, ``locs[z]``), the
-        gradient otherwise. The choice is reported by :attr:`weights_mode` (a dict
-        ``{site: "gradient" | "exact"}``) after ``init``. A binary or ordinal site used only
-        through comparisons (``z == 1``) has a zero gradient: give it ``"exact"``.
+        model cannot be differentiated in (a value used as an index, ``locs[z]``) or whose
+        gradient is zero everywhere (used only in comparisons), exact where the structure
+        makes exact ratios cheap and the site is not affine, exact where the gradient
+        ratios of moves of one unit are off by more than 1 nat (median over 16
+        coordinates at a prior draw), the gradient otherwise (``docs/guide/structure.md``).
+        The choice is reported by :attr:`weights_mode` (a dict ``{site: "gradient" |
+        "exact"}``) after ``init``.
     :param int ordinal_window: ``None`` (default) for moves in the units of each ordinal site
         (:mod:`~numpyro_discrete.model.move_scales`: distances ``1`` and ``s/8 .. 2s`` for a
         site of scale ``s``), or the half-width of a window of new values around the current
