@@ -16,7 +16,7 @@ cost fewer evaluations than row blocks (``M^2`` per class) and mix well on them 
 segmentation example converges with them).
 """
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 import logging
 from typing import Any, NamedTuple
 
@@ -131,6 +131,7 @@ class AutoDiscrete(MCMCKernel):
         self._model = model
         self.chosen: DiscreteKernel | None = None
         self.reason = ""
+        self._given_sites: frozenset[str] | None = None
 
     @property
     def model(self) -> Callable:
@@ -168,7 +169,15 @@ class AutoDiscrete(MCMCKernel):
         if choice.kernel is ChromaticGibbs:
             # a dense model chosen for its cheap sweep: no advice to expose its structure
             self.chosen._dense_chosen = bool(target.structure.dense_terms.size)
+        if self._given_sites is not None:
+            self.chosen.given_init_sites(self._given_sites)
+            self._given_sites = None
         return self.chosen.init(rng_key, num_warmup, init_params, model_args, kwargs)
+
+    def given_init_sites(self, sites: Collection[str]) -> None:
+        """See :meth:`DiscreteKernel.given_init_sites
+        <numpyro_discrete.kernels.base.DiscreteKernel.given_init_sites>`."""
+        self._given_sites = frozenset(sites)
 
     def _running(self) -> DiscreteKernel:
         if self.chosen is None:

@@ -10,7 +10,7 @@ evaluates something else than local ratios (the terms of ``log pi``) also overri
 :meth:`DiscreteKernel._density` and :meth:`DiscreteKernel._core_init`.
 """
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 import copy
 from typing import Any, NamedTuple
 
@@ -135,6 +135,7 @@ class DiscreteKernel(MCMCKernel):
         """Forget what ``init`` resolved (a new model, or an unpickled kernel)."""
         self._target: DiscreteTarget | None = None
         self._handed_target: DiscreteTarget | None = None
+        self._given_sites: frozenset[str] | None = None
         self._num_warmup = 0
         # the core transition, built by `_setup`
         self._transition: Callable | None = None
@@ -218,6 +219,14 @@ class DiscreteKernel(MCMCKernel):
         ``init`` instead of reading the model again."""
         self._handed_target = target
 
+    def given_init_sites(self, sites: Collection[str]) -> None:
+        """At the next ``init``, only `sites` of its ``init_params`` were given by the user;
+        the others were drawn by the caller (numpyro's ``Gibbs`` passes a prior draw of
+        every site) and are moved where their density is zero
+        (:func:`~numpyro_discrete.model.feasible_start.feasible_start`), as sites missing
+        from ``init_params`` are."""
+        self._given_sites = frozenset(sites)
+
     def _build_target(
         self,
         rng_key: jax.Array,
@@ -261,6 +270,8 @@ class DiscreteKernel(MCMCKernel):
             rng_key, init_params, model_args, model_kwargs
         )
         self._handed_target = None
+        self._init_given = self._given_sites
+        self._given_sites = None
         target.check_init_params(init_params)
         self._target = target
         self._setup(target)
@@ -292,7 +303,9 @@ class DiscreteKernel(MCMCKernel):
     ) -> NamedTuple:
         key_values, key_chain = random.split(rng_key)
         target = self._target
-        position = target.initial_position(key_values, init_params, model_args, model_kwargs)
+        position = target.initial_position(
+            key_values, init_params, model_args, model_kwargs, given=self._init_given
+        )
         state = self._compiled_core_init(position, model_args, model_kwargs)
         return self._init_state(key_chain, state)
 

@@ -341,6 +341,11 @@ class LBPGibbs(Gibbs):
         key_check = rng_key if one_chain else rng_key[0]
         sites = self._check_model(random.fold_in(key_check, 2), model_args, kwargs)
         self._discrete_only = not sites.continuous
+        # numpyro's Gibbs passes the discrete block a prior draw of the sites the user left
+        # out of `init_params`: the block may move those to a state of positive probability
+        given = getattr(self._discrete_block, "given_init_sites", None)
+        if given is not None:
+            given(set(init_params or {}) & set(sites.discrete))
         if not self._discrete_only:
             if one_chain:
                 return super().init(rng_key, num_warmup, init_params, model_args, kwargs)

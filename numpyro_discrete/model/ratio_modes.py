@@ -2,7 +2,7 @@
 exact ones, ``"auto"`` resolved from the program and the structure."""
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -26,7 +26,8 @@ __all__ = [
     "AUTO_EXACT_MAX_EVALUATIONS",
     "GRADIENT_ERROR_LIMIT",
     "WeightsArgument",
-    "gradient_check_point",
+    "ReadingPoint",
+    "reading_point",
     "gradient_errors",
     "resolve_weights",
 ]
@@ -63,7 +64,7 @@ def resolve_weights(
     ratios cost more, for sites whose gradient ratios are off by more than
     :data:`GRADIENT_ERROR_LIMIT` nats (median over a sample of coordinates) at
     `check_point`, ``(log_joint, x)``: a state of the model drawn the same way under every
-    chain method (:func:`gradient_check_point`; by default the initial state); the
+    chain method (:func:`reading_point`; by default the initial state); the
     gradient otherwise (on an affine site it gives the exact ratios, at about half the
     cost: ``benchmarks/bench_structure.py``)."""
     if isinstance(weights, Mapping):
@@ -151,18 +152,31 @@ def gradient_errors(
     return error[valid & np.isfinite(error)]
 
 
-def gradient_check_point(
+class ReadingPoint(NamedTuple):
+    """Where a model's target is read: a draw of every latent site from the prior with a
+    fixed key, the values numpyro's ``Gibbs`` conditions on replaced by that draw's.
+
+    - **log_joint** - the discrete sites' log joint given that draw of the others.
+    - **x** - the flat discrete values of the draw.
+    - **trace** - the model's trace at the draw.
+    """
+
+    log_joint: SiteLogJoint
+    x: jax.Array
+    trace: dict[str, Any]
+
+
+def reading_point(
     model: Callable,
     discrete_sites: Sequence[str],
     layout: SiteLayout,
     site_functions: Callable[[tuple, Mapping[str, Any]], tuple[SiteLogJoint, SiteLogJoint]],
     model_args: tuple,
     model_kwargs: Mapping[str, Any],
-) -> tuple[SiteLogJoint, jax.Array]:
-    """``(log_joint, x)`` at a draw of every latent site from the prior with a fixed key:
-    the values numpyro's ``Gibbs`` conditions on (continuous sites) replaced by that draw's,
-    so that the check of gradient ratios decides the same for sequential, vectorized and
-    parallel chains (whose conditioning values are traced)."""
+) -> ReadingPoint:
+    """The :class:`ReadingPoint` of `model`: the same for every chain and under every chain
+    method (whose conditioning values are traced under ``vmap`` and ``pmap``), so that the
+    structure, the move scales and the ratio modes read there are too."""
     plain_kwargs = {k: v for k, v in model_kwargs.items() if k != GIBBS_SITES_KWARG}
     with jax.ensure_compile_time_eval():
         draw = prototype_trace(model, random.key(0), model_args, plain_kwargs)
@@ -171,7 +185,7 @@ def gradient_check_point(
         given = model_kwargs[GIBBS_SITES_KWARG]
         kwargs[GIBBS_SITES_KWARG] = {name: draw[name]["value"] for name in given}
     x = layout.flatten({name: draw[name]["value"] for name in discrete_sites})
-    return site_functions(model_args, kwargs)[0], x
+    return ReadingPoint(site_functions(model_args, kwargs)[0], x, dict(draw))
 
 
 def _poor_gradient_sites(

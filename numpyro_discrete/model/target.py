@@ -4,7 +4,7 @@ the package that reads numpyro models; kernels see a flat integer vector, its lo
 its local log-ratio function.
 """
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +30,7 @@ from numpyro_discrete.model.detection import (
     detect_structure,
     with_summands_as_terms,
 )
+from numpyro_discrete.model.feasible_start import feasible_start
 from numpyro_discrete.model.layout import (
     SiteLayout,
     SiteSupport,
@@ -49,7 +50,7 @@ from numpyro_discrete.model.potential import (
 )
 from numpyro_discrete.model.ratio_modes import (
     WeightsArgument,
-    gradient_check_point,
+    reading_point,
     resolve_weights,
 )
 from numpyro_discrete.model.sites import model_sites, site_summary
@@ -159,21 +160,13 @@ class DiscreteTarget:
             )
 
         has_deterministic = any(site["type"] == "deterministic" for site in sites.trace.values())
-        concrete_trace = sites.trace
-        initial = layout.flatten({name: sites.trace[name]["value"] for name in sites.discrete})
-        if isinstance(initial, jax.core.Tracer):
-            # traced chain keys (`pmap`, `vmap`): the structure and the scales are read at a
-            # concrete draw
-            with jax.ensure_compile_time_eval():
-                concrete_trace = prototype_trace(
-                    conditioned_model, random.key(0), model_args, dict(model_kwargs)
-                )
-                initial = layout.flatten(
-                    {name: concrete_trace[name]["value"] for name in sites.discrete}
-                )
-        check_point = gradient_check_point(
+        # the structure, the scales and the ratio modes are read at one draw of every site
+        # from the prior with a fixed key, not at the chain's own draw: every chain (and
+        # every chain method) then builds the same target, with the same candidate tables
+        reading = reading_point(
             model, sites.discrete, layout, site_functions, model_args, model_kwargs
         )
+        concrete_trace, initial = reading.trace, reading.x
         return cls._resolve(
             layout,
             site_functions(model_args, model_kwargs),
@@ -186,7 +179,7 @@ class DiscreteTarget:
             conditioned_model,
             has_deterministic,
             concrete_trace,
-            check_point,
+            (reading.log_joint, reading.x),
         )
 
     @classmethod
@@ -360,9 +353,12 @@ class DiscreteTarget:
         init_params: Mapping[str, jax.Array] | None,
         model_args: tuple,
         model_kwargs: Mapping[str, Any] | None,
+        given: Collection[str] | None = None,
     ) -> jax.Array:
         """One chain's flat initial vector: `init_params` where given, a prior draw (with
-        `rng_key`) elsewhere."""
+        `rng_key`) elsewhere; the drawn sites, and those of `init_params` not in `given`
+        (default: all of them are given), moved where the density is zero
+        (:func:`~numpyro_discrete.model.feasible_start.feasible_start`)."""
         layout = self.layout
         values = dict(init_params or {})
         unknown = sorted(set(values) - set(layout.names))
@@ -382,6 +378,18 @@ class DiscreteTarget:
             kwargs = {} if model_kwargs is None else dict(model_kwargs)
             model_trace = prototype_trace(self._model, rng_key, model_args, kwargs)
             values.update({name: model_trace[name]["value"] for name in missing})
+        drawn = [n for n in layout.names if n in missing or (given is not None and n not in given)]
+        if drawn:
+            movable = np.zeros(layout.num_coords, bool)
+            for name in drawn:
+                movable[layout.site_coords(name)] = True
+            return feasible_start(
+                self.log_terms(model_args, model_kwargs),
+                self.structure,
+                self.supports,
+                layout.flatten(values),
+                movable,
+            )
         return layout.flatten(values)
 
     def check_initial_log_density(self, log_density: jax.Array) -> None:

@@ -1,0 +1,98 @@
+"""A chain starts where the density is positive.
+
+A prior draw of the discrete sites can have zero posterior probability: in an N-mixture
+model ``N_i ~ Poisson(lambda)`` must be at least every count observed at site ``i``
+(``counts ~ Binomial(N_i, p)``), and a draw from the prior usually is not. numpyro's
+``initialize_model`` re-draws the continuous sites up to 100 times; re-drawing the discrete
+ones from the prior would rarely help (every site must land above its counts at once).
+:func:`feasible_start` moves only the coordinates that share an infinite term, in their own
+support, until every term is finite: a count unbounded above moves away from its lower
+bound by doubling its distance (``log2`` of the largest count rounds for the N-mixture), a
+bounded value (binary, categorical, bounded ordinal) to its next value, cyclically.
+"""
+
+from collections.abc import Callable
+import warnings
+
+import numpy as np
+
+import jax
+from jax import lax
+import jax.numpy as jnp
+
+from numpyro_discrete.core.neighbourhood import UNBOUNDED, CoordinateSupports
+from numpyro_discrete.structure.colouring import TermStructure
+
+__all__ = ["MAX_ROUNDS", "feasible_start"]
+
+#: rounds of moves before giving up (the error that follows names the sites)
+MAX_ROUNDS = 48
+
+
+def _impossible(terms: jax.Array) -> jax.Array:
+    """Terms of zero probability: not finite, or at numpyro's floor for a zero probability
+    (``clamp_probs`` keeps ``Bernoulli(0).log_prob(1)`` at ``log`` of the smallest normal
+    float, -87.3 in float32, whose gradient in the other sites may be NaN)."""
+    floor = np.log(np.finfo(terms.dtype).tiny) + 1.0
+    return ~jnp.isfinite(terms) | (terms <= floor)
+
+
+def _suspects(terms: jax.Array, structure: TermStructure, movable: np.ndarray) -> jax.Array:
+    """The movable coordinates that share a term of zero probability."""
+    bad = _impossible(terms)
+    count = jnp.zeros(structure.num_coords, jnp.int32)
+    if structure.pair_terms.size:
+        count = count.at[structure.pair_coords].add(bad[structure.pair_terms].astype(jnp.int32))
+    suspect = count > 0
+    if structure.dense_terms.size:
+        suspect = suspect | jnp.any(bad[structure.dense_terms])
+    return suspect & movable
+
+
+def _moved(x: jax.Array, supports: CoordinateSupports) -> jax.Array:
+    """Every coordinate's next value to try (see the module docstring)."""
+    lower = jnp.asarray(supports.lower, x.dtype)
+    upper = jnp.asarray(supports.upper, x.dtype)
+    unbounded = np.asarray(supports.upper) >= UNBOUNDED
+    span = jnp.where(unbounded, 1, upper - lower + 1)
+    grown = lower + 2 * (x - lower) + 1
+    cycled = lower + (x - lower + 1) % span
+    return jnp.where(unbounded, jnp.minimum(grown, UNBOUNDED - 1), cycled)
+
+
+def feasible_start(
+    log_terms: Callable[[jax.Array], jax.Array],
+    structure: TermStructure,
+    supports: CoordinateSupports,
+    x: jax.Array,
+    movable: np.ndarray,
+) -> jax.Array:
+    """`x` where every term of ``log pi`` has positive probability; else the coordinates of
+    `movable` (a static ``(N,)`` mask: those drawn, not given) that share a term of zero
+    probability moved round by round (:data:`MAX_ROUNDS` at most) until none of them is
+    left; `x` itself if the rounds run out. A term that stays impossible through values
+    that cannot move is left to the caller's check of the initial density."""
+    with warnings.catch_warnings():
+        # numpyro warns of the out-of-support values this function exists to move
+        warnings.filterwarnings("ignore", "Out-of-support", UserWarning)
+        return _feasible_start(log_terms, structure, supports, x, movable)
+
+
+def _feasible_start(log_terms, structure, supports, x, movable):
+    terms = log_terms(x)
+    if not isinstance(terms, jax.core.Tracer) and not bool(np.any(_impossible(terms))):
+        return x  # the usual case, decided without compiling the loop
+
+    def cond(carry: tuple[jax.Array, jax.Array, jax.Array]) -> jax.Array:
+        _, suspect, i = carry
+        return jnp.any(suspect) & (i < MAX_ROUNDS)
+
+    def body(carry: tuple[jax.Array, jax.Array, jax.Array]):
+        x, suspect, i = carry
+        x = jnp.where(suspect, _moved(x, supports), x)
+        return x, _suspects(log_terms(x), structure, movable), i + 1
+
+    start = (x, _suspects(terms, structure, movable), jnp.asarray(0))
+    moved, suspect, _ = lax.while_loop(cond, body, start)
+    # out of rounds (values cycling, or terms that are merely tiny): the draw as it was
+    return jnp.where(jnp.any(suspect), x, moved)
