@@ -310,22 +310,23 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
+    settings = {k: v for k, v in vars(args).items() if k not in ("out_dir", "quick")}
     rows = []
     for name in args.models:
         for method in args.methods:
             row = measure(GALLERY[name], method, args)
             print(f"{name:20s} {method:26s} {row.status} {row.note[:60]}", flush=True)
             rows.append(row)
-    compare_with_numpyro(rows)
-    settings = {k: v for k, v in vars(args).items() if k not in ("out_dir", "quick")}
-    report = markdown_report(rows, settings)
+        # after every model: a long run stopped midway keeps what it measured
+        compare_with_numpyro(rows)
+        report = markdown_report(rows, settings)
+        result = {
+            "settings": settings,
+            "environment": environment(),
+            "rows": [asdict(row) for row in rows],
+        }
+        write_results(args.out_dir, "bench_gallery", result, report)
     print(report)
-    result = {
-        "settings": settings,
-        "environment": environment(),
-        "rows": [asdict(row) for row in rows],
-    }
-    write_results(args.out_dir, "bench_gallery", result, report)
     return result
 
 

@@ -248,12 +248,13 @@ def coordinatewise_transition_matrices(local_fn, neighbourhood, squared_distance
     return lambda step_size, balancing: _matrix(states, *moves(step_size, balancing))
 
 
-def chromatic_class_matrix(target, structure, states, colour, mh_test=True):
+def chromatic_class_matrix(target, structure, states, colour, mh_test=True, coordinate_test=False):
     """The exact transition matrix of the move of class `colour` of a chromatic sweep over
     the enumerated `states` (rows of the target's flat vector): the class's proposal from
     the core ``class_conditional`` at every state (its members padded as the kernel pads
     them), every joint choice of its members' options, and the MH test (every draw taken
-    without `mh_test`)."""
+    without `mh_test`; with `coordinate_test`, each member's draw tested on its own, the
+    class's matrix the product of its members' one-coordinate kernels)."""
     log_terms = target.log_terms()
     neighbourhood = target.neighbourhood
     in_class = structure.colour == colour
@@ -286,6 +287,33 @@ def chromatic_class_matrix(target, structure, states, colour, mh_test=True):
 
     rows = range(len(members))
     matrix = np.zeros((len(states), len(states)))
+    if coordinate_test:
+        for i in range(len(states)):
+            _, values, log_probs = at(i)
+            per_member = []
+            for r, j in zip(rows, members, strict=True):
+                x_j = states[i][j]
+                moves = {}
+                for slot in range(1, values.shape[1]):
+                    log_q = log_probs[r, slot]
+                    if not np.isfinite(log_q) or values[r, slot] == x_j:
+                        continue
+                    y = states[i].copy()
+                    y[j] = values[r, slot]
+                    _, values_y, log_probs_y = at(int(lookup(y[None])[0]))
+                    log_back = np.max(np.where(values_y[r] == x_j, log_probs_y[r], -np.inf))
+                    log_ratio = log_probs[r, slot] - log_probs[r, 0]
+                    accept = min(1.0, np.exp(log_ratio + log_back - log_q))
+                    moves[values[r, slot]] = (
+                        moves.get(values[r, slot], 0.0) + np.exp(log_q) * accept
+                    )
+                moves[x_j] = 1.0 - sum(moves.values())
+                per_member.append(list(moves.items()))
+            for choice in itertools.product(*per_member):
+                y = states[i].copy()
+                y[members] = [v for v, _ in choice]
+                matrix[i, int(lookup(y[None])[0])] += np.prod([p for _, p in choice])
+        return matrix
     for i in range(len(states)):
         log_p, values, log_probs = at(i)
         for slots in itertools.product(*(range(values.shape[1]) for _ in members)):
@@ -306,11 +334,13 @@ def chromatic_class_matrix(target, structure, states, colour, mh_test=True):
     return matrix
 
 
-def chromatic_sweep_matrix(target, structure, states, mh_test=True):
+def chromatic_sweep_matrix(target, structure, states, mh_test=True, coordinate_test=False):
     """The product of the class matrices, in the order a sweep visits the classes."""
     matrix = np.eye(len(states))
     for c in range(structure.num_colours):
-        matrix = matrix @ chromatic_class_matrix(target, structure, states, c, mh_test)
+        matrix = matrix @ chromatic_class_matrix(
+            target, structure, states, c, mh_test, coordinate_test
+        )
     return matrix
 
 

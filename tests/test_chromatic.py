@@ -132,6 +132,33 @@ def test_sampled_sweeps_follow_the_exact_matrix(space, x64):
     assert chi_square_rows(counts, matrix) > 1e-3
 
 
+def test_coordinate_tests_of_a_valid_colouring(x64):
+    """A valid colouring of ordinal windows, each coordinate of a class tested on its own
+    (what ``ChromaticGibbs`` runs on a proven structure with ordinal sites): ``pi T = pi``
+    to 1e-10, irreducible, and the jitted sweep draws from that matrix (chi-square)."""
+    target, states = _space("mixed")
+    structure = target.structure
+    pi = target_distribution(target, states)
+    matrix = chromatic_sweep_matrix(target, structure, states, coordinate_test=True)
+    np.testing.assert_allclose(matrix.sum(1), 1.0, atol=1e-12)
+    np.testing.assert_allclose(pi @ matrix, pi, atol=1e-10)
+    assert_irreducible(matrix)
+    sweep = chromatic.build_kernel(target.neighbourhood, structure, coordinate_test=True)
+    log_terms = target.log_terms()
+
+    @jax.jit
+    def next_states(keys, x):
+        state = chromatic.init(x, log_terms)
+        return jax.vmap(lambda key: sweep(key, state, log_terms)[0].position)(keys)
+
+    lookup = state_lookup(states)
+    counts = np.zeros_like(matrix)
+    for i, key in enumerate(random.split(random.key(4), len(states))):
+        ends = lookup(np.asarray(next_states(random.split(key, 400), jnp.asarray(states[i]))))
+        counts[i] = np.bincount(ends, minlength=len(states))
+    assert chi_square_rows(counts, matrix) > 1e-3
+
+
 # --- sampling numpyro models ------------------------------------------------------------------
 
 

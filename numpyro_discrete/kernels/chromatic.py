@@ -199,6 +199,11 @@ class ChromaticGibbs(ExactSweepKernel):
         # whole support (an ordinal window moves with the value): no MH test there
         whole_supports = not np.any(target.supports.kind == SupportKind.ORDINAL)
         self._mh_test = not (structure.exact and whole_supports)
+        # proven but with ordinal windows: each coordinate tested on its own (a joint test
+        # of a large class of counts accepts almost never)
         self._transition = chromatic.build_kernel(
-            target.neighbourhood, structure, mh_test=self._mh_test
+            target.neighbourhood,
+            structure,
+            mh_test=self._mh_test,
+            coordinate_test=structure.exact,
         )
