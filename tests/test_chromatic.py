@@ -106,6 +106,23 @@ def test_sweep_leaves_the_target_invariant(space, colouring, x64):
             np.testing.assert_allclose(flow, flow.T, atol=1e-12)
 
 
+def sampled_counts(sweep, target, states, seed):
+    """Transitions counted from 400 jitted sweeps out of every state."""
+    log_terms = target.log_terms()
+
+    @jax.jit
+    def next_states(keys, x):
+        state = chromatic.init(x, log_terms)
+        return jax.vmap(lambda key: sweep(key, state, log_terms)[0].position)(keys)
+
+    lookup = state_lookup(states)
+    counts = np.zeros((len(states), len(states)))
+    for i, key in enumerate(random.split(random.key(seed), len(states))):
+        ends = lookup(np.asarray(next_states(random.split(key, 400), jnp.asarray(states[i]))))
+        counts[i] = np.bincount(ends, minlength=len(states))
+    return counts
+
+
 @pytest.mark.parametrize("space", ["binary", "mixed"])
 def test_sampled_sweeps_follow_the_exact_matrix(space, x64):
     """Transitions counted from the jitted sweep match the rows of the exact matrix
@@ -117,19 +134,7 @@ def test_sampled_sweeps_follow_the_exact_matrix(space, x64):
     structure = structure._replace(colour=colour, num_colours=int(colour.max()) + 1)
     matrix = chromatic_sweep_matrix(target, structure, states)
     sweep = chromatic.build_kernel(target.neighbourhood, structure)
-    log_terms = target.log_terms()
-
-    @jax.jit
-    def next_states(keys, x):
-        state = chromatic.init(x, log_terms)
-        return jax.vmap(lambda key: sweep(key, state, log_terms)[0].position)(keys)
-
-    lookup = state_lookup(states)
-    counts = np.zeros_like(matrix)
-    for i, key in enumerate(random.split(random.key(3), len(states))):
-        ends = lookup(np.asarray(next_states(random.split(key, 400), jnp.asarray(states[i]))))
-        counts[i] = np.bincount(ends, minlength=len(states))
-    assert chi_square_rows(counts, matrix) > 1e-3
+    assert chi_square_rows(sampled_counts(sweep, target, states, 3), matrix) > 1e-3
 
 
 def test_coordinate_tests_of_a_valid_colouring(x64):
@@ -144,19 +149,7 @@ def test_coordinate_tests_of_a_valid_colouring(x64):
     np.testing.assert_allclose(pi @ matrix, pi, atol=1e-10)
     assert_irreducible(matrix)
     sweep = chromatic.build_kernel(target.neighbourhood, structure, coordinate_test=True)
-    log_terms = target.log_terms()
-
-    @jax.jit
-    def next_states(keys, x):
-        state = chromatic.init(x, log_terms)
-        return jax.vmap(lambda key: sweep(key, state, log_terms)[0].position)(keys)
-
-    lookup = state_lookup(states)
-    counts = np.zeros_like(matrix)
-    for i, key in enumerate(random.split(random.key(4), len(states))):
-        ends = lookup(np.asarray(next_states(random.split(key, 400), jnp.asarray(states[i]))))
-        counts[i] = np.bincount(ends, minlength=len(states))
-    assert chi_square_rows(counts, matrix) > 1e-3
+    assert chi_square_rows(sampled_counts(sweep, target, states, 4), matrix) > 1e-3
 
 
 # --- sampling numpyro models ------------------------------------------------------------------
