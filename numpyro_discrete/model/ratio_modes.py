@@ -12,6 +12,7 @@ import jax.numpy as jnp
 
 from numpyro.infer.gibbs import GIBBS_SITES_KWARG, prototype_trace
 
+from numpyro_discrete.core.local_ratios import brute_force_ratios
 from numpyro_discrete.core.neighbourhood import Neighbourhood, SupportKind
 from numpyro_discrete.model.detection import read_dependencies
 from numpyro_discrete.model.layout import SiteLayout
@@ -37,8 +38,8 @@ WeightsArgument = str | Mapping[str, str]
 # "auto" picks colour-batched exact ratios when they cost at most this many evaluations of
 # the terms per step (C classes x M candidates): within about 3x of one gradient
 AUTO_EXACT_MAX_EVALUATIONS = 8
-# "auto" keeps gradient ratios on a site where exact ones are costly unless, at the initial
-# state, their median error over this many coordinates exceeds this many nats
+# "auto" keeps gradient ratios on a site where exact ones are costly unless, at the reading
+# point, their median error over this many coordinates exceeds this many nats
 GRADIENT_CHECKED_COORDS = 16
 GRADIENT_ERROR_LIMIT = 1.0
 
@@ -132,7 +133,7 @@ def gradient_errors(
     coords = layout.site_coords(site)
     coords = np.unique(coords[np.linspace(0, coords.size - 1, num_checked).astype(int)])
     relaxed = flat_log_density(log_joint, layout, float_sites=(site,))
-    exact = flat_log_density(log_joint, layout)
+    exact_rows = brute_force_ratios(flat_log_density(log_joint, layout), coords)
 
     @jax.jit
     def errors(x: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -141,12 +142,8 @@ def gradient_errors(
         valid = neighbourhood.valid(x)[coords] & unit
         grad = jax.grad(relaxed)(x.astype(jnp.result_type(float)))[coords]
         d_gradient = (candidates - x[coords, None]).astype(grad.dtype) * grad[:, None]
-
-        def moved(j: jax.Array, value: jax.Array) -> jax.Array:
-            return exact(x.at[j].set(value.astype(x.dtype)))
-
-        log_p = jax.vmap(jax.vmap(moved, (None, 0)), (0, 0))(jnp.asarray(coords), candidates)
-        return jnp.abs(d_gradient - (log_p - exact(x))), valid
+        _, d_exact = exact_rows(x, None, neighbourhood.candidates(x), neighbourhood.valid(x))
+        return jnp.abs(d_gradient - d_exact), valid
 
     error, valid = (np.asarray(a) for a in errors(x))
     return error[valid & np.isfinite(error)]
