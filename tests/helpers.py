@@ -3,6 +3,7 @@ statistical checks (chi-square, total variation, Monte Carlo standard errors) an
 factorial HMM of the LBPGibbs tests. Tests never import ``benchmarks``."""
 
 import itertools
+import warnings
 
 import numpy as np
 from scipy import stats
@@ -424,9 +425,36 @@ def block_sweep_matrix(target, plan, states, mh_test=True):
 
 def target_distribution(target, states):
     """The normalised probabilities of the target's flat `states`."""
-    log_p = np.asarray(jax.vmap(target.log_density())(jnp.asarray(states)), np.float64)
+    log_p = jax.jit(jax.vmap(target.log_density()))(jnp.asarray(states))
+    log_p = np.asarray(log_p, np.float64)
     p = np.exp(log_p - log_p.max())
     return p / p.sum()
+
+
+def sampled_transitions(kernel, target, states: np.ndarray, draws_per_state: int, seed: int):
+    """Transition counts of one compiled ``kernel.sample`` (the function ``MCMC`` calls)
+    from every state: the chains are initialised at each state by ``kernel.init`` with
+    ``init_params`` under ``vmap``, then stepped once under ``vmap`` (advice warnings are
+    silenced)."""
+    keys = random.split(random.key(seed), len(states) * draws_per_state)
+    starts = jnp.asarray(np.repeat(states, draws_per_state, axis=0))
+
+    @jax.jit
+    def step(keys, starts):
+        def one(key, x):
+            state = kernel.init(key, 0, target.unflatten(x), (), {})
+            return target.flatten(kernel.sample(state, (), {}).z)
+
+        return jax.vmap(one)(keys, starts)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        ends = np.asarray(step(keys, starts))
+    lookup = state_lookup(states)
+    rows = np.repeat(np.arange(len(states)), draws_per_state)
+    counts = np.zeros((len(states), len(states)))
+    np.add.at(counts, (rows, lookup(ends)), 1)
+    return counts
 
 
 # --- checks ---------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from numpyro.infer import MCMC, NUTS, Gibbs
 
 from numpyro_discrete import ChromaticGibbs, ChromaticGibbsState, LBPGibbs, SiteSupport
 from numpyro_discrete.core import chromatic
+from numpyro_discrete.kernels.chromatic import WHOLE_SUPPORT_SPAN
 from numpyro_discrete.model.target import DiscreteTarget
 
 from helpers import (
@@ -27,6 +28,7 @@ from helpers import (
     chromatic_class_matrix,
     chromatic_sweep_matrix,
     enumerate_model,
+    sampled_transitions,
     state_lookup,
     target_distribution,
 )
@@ -206,6 +208,51 @@ def test_posterior_means_match_enumeration(model, sites, ordinal_window):
     else:
         # the detected colourings are valid: every class move is accepted (float32)
         np.testing.assert_allclose(accept_prob, 1.0, atol=1e-5)
+
+
+def small_ordinal_model():
+    n = numpyro.sample("n", dist.Binomial(3, 0.4).expand([3]))
+    numpyro.factor("smooth", -0.5 * (n[:-1] - n[1:]) ** 2)
+    numpyro.sample("d", dist.DiscreteUniform(0, 2 * WHOLE_SUPPORT_SPAN))
+
+
+def test_small_ordinal_supports_are_drawn_whole(x64):
+    """Without an ``ordinal_window``, a bounded ordinal coordinate of span at most
+    ``WHOLE_SUPPORT_SPAN`` has every other value of its support as candidates, so its draw
+    is its exact conditional: where every ordinal support is that small, the sweep takes
+    every draw, its matrix equals the tested sweep's to 1e-10, leaves the posterior
+    invariant and the compiled step draws from it; a wider support keeps its windows and
+    the test, and so does a given window."""
+    kernel = ChromaticGibbs(small_ordinal_model)
+    jax.jit(lambda key: kernel.init(key, 0, None, (), {}))(random.key(0))
+    target = kernel._target
+    x = jnp.array([1, 0, 3, 57])
+    candidates, valid = target.neighbourhood.candidates(x), target.neighbourhood.valid(x)
+    assert sorted(np.asarray(candidates[0][valid[0]]).tolist()) == [0, 2, 3]
+    assert sorted(np.asarray(candidates[2][valid[2]]).tolist()) == [0, 1, 2]
+    assert 57 not in np.asarray(candidates[3][valid[3]]) and valid[3].sum() < 2 * 100
+    assert kernel.mh_test  # the wide DiscreteUniform keeps its windows and the test
+
+    def model():
+        n = numpyro.sample("n", dist.Binomial(3, 0.4).expand([3]))
+        numpyro.factor("smooth", -0.5 * (n[:-1] - n[1:]) ** 2)
+
+    kernel = ChromaticGibbs(model)
+    jax.jit(lambda key: kernel.init(key, 0, None, (), {}))(random.key(0))
+    target = kernel._target
+    assert not kernel.mh_test
+    states = np.array(list(itertools.product(range(4), repeat=3)), np.int32)
+    pi = target_distribution(target, states)
+    matrix = chromatic_sweep_matrix(target, target.structure, states, mh_test=False)
+    tested = chromatic_sweep_matrix(target, target.structure, states)
+    np.testing.assert_allclose(matrix, tested, atol=1e-10)
+    np.testing.assert_allclose(pi @ matrix, pi, atol=1e-10)
+    assert_irreducible(matrix)
+    counts = sampled_transitions(kernel, target, states, 300, 1)
+    assert chi_square_rows(counts, matrix) > 1e-4
+    windowed = ChromaticGibbs(model, ordinal_window=1)
+    jax.jit(lambda key: windowed.init(key, 0, None, (), {}))(random.key(0))
+    assert windowed.mh_test
 
 
 def beta_lattice_model(y):

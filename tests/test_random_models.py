@@ -47,7 +47,9 @@ from helpers import (
     enumerate_model,
     mcse_of_mean,
     path_transition_matrix,
+    sampled_transitions,
     state_lookup,
+    target_distribution,
 )
 
 # LBP with a fixed even path length is left out: on unit-step sites it keeps the parity of
@@ -208,36 +210,6 @@ def test_detected_dependencies_contain_the_true_ones(spec):
 # --- exact transition matrices of the compiled steps ----------------------------------------
 
 
-def sampled_transitions(kernel, target, states: np.ndarray, draws_per_state: int, seed: int):
-    """Transition counts of one compiled ``kernel.sample`` (the function ``MCMC`` calls)
-    from every state: the chains are initialised at each state by ``kernel.init`` with
-    ``init_params`` under ``vmap``, then stepped once under ``vmap``."""
-    keys = random.split(random.key(seed), len(states) * draws_per_state)
-    starts = jnp.asarray(np.repeat(states, draws_per_state, axis=0))
-
-    @jax.jit
-    def step(keys, starts):
-        def one(key, x):
-            state = kernel.init(key, 0, target.unflatten(x), (), {})
-            return target.flatten(kernel.sample(state, (), {}).z)
-
-        return jax.vmap(one)(keys, starts)
-
-    with quiet():
-        ends = np.asarray(step(keys, starts))
-    lookup = state_lookup(states)
-    rows = np.repeat(np.arange(len(states)), draws_per_state)
-    counts = np.zeros((len(states), len(states)))
-    np.add.at(counts, (rows, lookup(ends)), 1)
-    return counts
-
-
-def target_pi(target, states):
-    log_p = np.asarray(jax.jit(jax.vmap(target.log_density()))(jnp.asarray(states)), np.float64)
-    p = np.exp(log_p - log_p.max())
-    return p / p.sum()
-
-
 def _small(spec: rm.ModelSpec, max_states: int) -> bool:
     return len(rm.enumerated_states(spec)) <= max_states
 
@@ -252,7 +224,7 @@ def test_chromatic_sweep_is_exact_on_random_models(spec, x64):
     kernel = ChromaticGibbs(rm.build_model(spec))
     _, target = discrete_target(spec, kernel)
     states = rm.enumerated_states(spec)
-    pi = target_pi(target, states)
+    pi = target_distribution(target, states)
     # a proven colouring with ordinal windows: the kernel tests each coordinate alone
     coordinate_test = kernel.mh_test and target.structure.exact
     matrix = chromatic_sweep_matrix(
@@ -285,7 +257,7 @@ def test_block_sweep_is_exact_on_random_models(spec, x64):
     found = find_chain_blocks(target.structure, target.layout.names, target.layout.shapes)
     plan = block_gibbs.block_plan(found, target.structure, target.layout.coordinate_supports())
     states = rm.enumerated_states(spec)
-    pi = target_pi(target, states)
+    pi = target_distribution(target, states)
     matrix = block_sweep_matrix(target, plan, states)
     if not kernel.mh_test:
         # the kernel takes every draw: that is the MH sweep (which then accepts everything)
@@ -307,7 +279,7 @@ def test_path_step_is_exact_on_random_models(spec, path_length, x64):
     kernel = LBP(rm.build_model(spec), path_length=path_length)
     _, target = discrete_target(spec, kernel)
     states = rm.enumerated_states(spec)
-    pi = target_pi(target, states)
+    pi = target_distribution(target, states)
     num_candidates = target.neighbourhood.candidates(jnp.asarray(states[0])).shape[1]
     assume(math.perm(spec.num_coords, path_length) * num_candidates**path_length <= 2000)
     matrix, mass = path_transition_matrix(
@@ -334,7 +306,7 @@ def test_coordinatewise_step_is_exact_on_random_models(spec, x64):
     states = rm.enumerated_states(spec)
     num_columns = target.neighbourhood.candidates(jnp.asarray(states[0])).shape[1] + 1
     assume(num_columns**spec.num_coords <= 4096)
-    pi = target_pi(target, states)
+    pi = target_distribution(target, states)
     matrix_at = coordinatewise_transition_matrices(
         target.local_fn((), {}),
         target.neighbourhood,

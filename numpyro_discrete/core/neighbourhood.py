@@ -120,7 +120,9 @@ def ladder_offsets(scales: np.ndarray, upper_offset: np.ndarray | None = None) -
 
 
 def coordinate_neighbourhood(
-    supports: CoordinateSupports, window: int | np.ndarray = 1
+    supports: CoordinateSupports,
+    window: int | np.ndarray = 1,
+    whole_support_span: int = 0,
 ) -> Neighbourhood:
     """
     The neighbourhood of a mix of binary, categorical and ordinal coordinates.
@@ -132,14 +134,27 @@ def coordinate_neighbourhood(
       :func:`ladder_offsets`), restricted to ``[lower[j], upper[j]]``. The offsets are
       symmetric and distinct, so that from any candidate the current value is again a
       candidate, exactly once: the reverse move is always proposable.
+    - an ordinal coordinate whose support spans at most `whole_support_span` steps
+      (``upper - lower``) is treated as nominal: every other value of its support,
+      ``lower_j + m + (m >= x_j - lower_j)``, so that a conditional over the candidates and
+      the current value is the exact conditional of the coordinate.
 
     :param supports: the per-coordinate supports.
     :param window: half-width of the ordinal window, ``>= 1``, or a ``(N, K)`` table of
         positive, increasing move distances per coordinate (0 pads).
+    :param whole_support_span: the largest span of a bounded ordinal support whose values
+        are all candidates (0: none).
     """
     kind = np.asarray(supports.kind)
     if np.all(kind == SupportKind.BINARY):
         return binary_neighbourhood
+    span = np.asarray(supports.upper, np.int64) - np.asarray(supports.lower, np.int64)
+    whole = (kind == SupportKind.ORDINAL) & (span <= whole_support_span)
+    if np.any(whole):
+        # a small bounded ordinal support enumerated like a categorical one of span + 1 values
+        kind = np.where(whole, SupportKind.CATEGORICAL, kind)
+        num_categories = np.where(whole, span + 1, np.asarray(supports.num_categories))
+        supports = CoordinateSupports(kind, num_categories, supports.lower, supports.upper)
     if np.ndim(window) == 0:
         distances = np.broadcast_to(
             np.arange(1, int(window) + 1, dtype=np.int32), (kind.size, int(window))
@@ -161,8 +176,11 @@ def coordinate_neighbourhood(
     lower = np.asarray(supports.lower, np.int32)[:, None]
     upper = np.asarray(supports.upper, np.int32)[:, None]
 
+    nominal_lower = np.where(nominal, lower[:, 0], 0)[:, None]
+
     def nominal_candidates(x: jax.Array) -> jax.Array:
-        return m + (m >= x[:, None]).astype(x.dtype)
+        shifted = x[:, None] - nominal_lower
+        return nominal_lower + m + (m >= shifted).astype(x.dtype)
 
     def ordinal_candidates(x: jax.Array) -> jax.Array:
         return x[:, None] + offsets

@@ -3,6 +3,7 @@ classes of the model's interaction graph, detected at ``init``
 (:mod:`numpyro_discrete.core.chromatic`)."""
 
 from collections.abc import Callable, Mapping
+import dataclasses
 from typing import NamedTuple
 import warnings
 
@@ -12,13 +13,23 @@ import jax
 from jax import random
 
 from numpyro_discrete.core import chromatic
-from numpyro_discrete.core.neighbourhood import SupportKind
+from numpyro_discrete.core.neighbourhood import (
+    SupportKind,
+    coordinate_neighbourhood,
+    ladder_offsets,
+)
 from numpyro_discrete.core.state import State
 from numpyro_discrete.kernels.base import DiscreteKernel
 from numpyro_discrete.model.layout import SiteSupport
+from numpyro_discrete.model.move_scales import support_spans
 from numpyro_discrete.model.target import DiscreteTarget
 
-__all__ = ["ChromaticGibbs", "ChromaticGibbsState", "ExactSweepKernel"]
+__all__ = ["WHOLE_SUPPORT_SPAN", "ChromaticGibbs", "ChromaticGibbsState", "ExactSweepKernel"]
+
+WHOLE_SUPPORT_SPAN = 128
+"""Without an ``ordinal_window``, a bounded ordinal coordinate whose support spans at most
+this many steps is drawn from its exact conditional over its whole support (one evaluation
+of the terms per value), as binary and categorical coordinates are."""
 
 
 class ChromaticGibbsState(NamedTuple):
@@ -90,8 +101,8 @@ class ChromaticGibbs(ExactSweepKernel):
     from its conditional given the others, all conditionals of the class coming from ``M``
     batched evaluations of the model (``M`` the number of candidate values). Where
     detection is proven (it read no index or mask computed from the model's arguments or
-    the values it is conditioned on) and every coordinate is binary or categorical, every
-    draw is taken; elsewhere a Metropolis-Hastings test of each class's joint move keeps the
+    the values it is conditioned on) and every coordinate draws from its whole support,
+    every draw is taken; elsewhere a Metropolis-Hastings test of each class's joint move keeps the
     sampler exact even if the detection missed a dependency (with a valid colouring it
     accepts with probability 1).
 
@@ -104,9 +115,12 @@ class ChromaticGibbs(ExactSweepKernel):
     are split into their summands before detection.
 
     New values: a binary coordinate is drawn from both values; a categorical one from all
-    categories; an ordinal one from the values at the distances of its ladder (1 up to twice
-    the site's scale), or within ``ordinal_window`` of its current value, inside its support
-    (the offsets are symmetric, so the reverse move is always possible).
+    categories; a bounded ordinal one spanning at most :data:`WHOLE_SUPPORT_SPAN` steps (a
+    change point's ``DiscreteUniform``, a ``Binomial`` of a small total) from its whole
+    support; any other ordinal one from the values at the distances of its ladder (1 up to
+    twice the site's scale), or within ``ordinal_window`` of its current value (then for
+    every ordinal site), inside its support (the offsets are symmetric, so the reverse move
+    is always possible).
 
     **References:**
 
@@ -122,8 +136,9 @@ class ChromaticGibbs(ExactSweepKernel):
         for the structure to be found; ``init_params`` of :meth:`~numpyro.infer.MCMC.run`
         gives their shapes and initial values. Sites are binary unless `supports` says
         otherwise.
-    :param int ordinal_window: ``None`` (default) for moves in the units of each ordinal
-        site, or the half-width of a window of new values around the current value.
+    :param int ordinal_window: ``None`` (default) for whole small supports and moves in the
+        units of each larger ordinal site, or the half-width of a window of new values
+        around the current value of every ordinal site.
     :param dict supports: with `potential_fn` only, the :class:`SiteSupport` of sites that
         are not binary, e.g. ``{"s": SiteSupport.categorical(3)}``.
 
@@ -195,9 +210,23 @@ class ChromaticGibbs(ExactSweepKernel):
                 UserWarning,
                 stacklevel=4,
             )
+        if self._ordinal_window is None:
+            # small bounded ordinal supports enumerated: each draw is then the coordinate's
+            # exact conditional (a change point's DiscreteUniform moved by windows mixed at
+            # a sixth of numpyro's rate). The kernel's target holds the neighbourhood it runs.
+            supports = target.supports
+            window = ladder_offsets(target.move_scales, support_spans(target.layout))
+            neighbourhood = coordinate_neighbourhood(
+                supports, window, whole_support_span=WHOLE_SUPPORT_SPAN
+            )
+            target = self._target = dataclasses.replace(target, neighbourhood=neighbourhood)
+            span = supports.upper.astype(np.int64) - supports.lower
+            windowed = (supports.kind == SupportKind.ORDINAL) & (span > WHOLE_SUPPORT_SPAN)
+        else:
+            windowed = target.supports.kind == SupportKind.ORDINAL
         # a proven colouring draws exact conditionals where each coordinate's options are its
         # whole support (an ordinal window moves with the value): no MH test there
-        whole_supports = not np.any(target.supports.kind == SupportKind.ORDINAL)
+        whole_supports = not np.any(windowed)
         self._mh_test = not (structure.exact and whole_supports)
         # proven but with ordinal windows: each coordinate tested on its own (a joint test
         # of a large class of counts accepts almost never)
