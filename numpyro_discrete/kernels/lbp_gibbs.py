@@ -21,6 +21,7 @@ from numpyro.util import is_prng_key
 from numpyro_discrete.kernels.auto import AutoDiscrete
 from numpyro_discrete.kernels.lbp import ALBP
 from numpyro_discrete.kernels.repeated import RepeatedKernel
+from numpyro_discrete.model.chain_start import init_strategy_start
 from numpyro_discrete.model.layout import discrete_sites
 from numpyro_discrete.model.sites import ModelSites, model_sites
 from numpyro_discrete.numpyro_internals import SAMPLE_FN_ATTRIBUTE, use_gibbs_state_class
@@ -348,11 +349,39 @@ class LBPGibbs(Gibbs):
             given(set(init_params or {}) & set(sites.discrete))
         if not self._discrete_only:
             if one_chain:
+                init_params = self._start(rng_key, init_params, sites, model_args, kwargs)
                 return super().init(rng_key, num_warmup, init_params, model_args, kwargs)
+            if init_params is None:
+                init_params = jax.vmap(
+                    lambda key: self._start(key, None, sites, model_args, kwargs)
+                )(rng_key)
             return self._init_vectorized(rng_key, num_warmup, init_params, model_args, kwargs)
         state = self._discrete_block.init(rng_key, num_warmup, init_params, model_args, kwargs)
         setattr(self, SAMPLE_FN_ATTRIBUTE, self._sample_discrete)
         return self._state_cls(state.z, (state,), state.rng_key)
+
+    def _start(
+        self,
+        rng_key: jax.Array,
+        init_params: Mapping[str, jax.Array] | None,
+        sites: ModelSites,
+        model_args: tuple,
+        model_kwargs: dict,
+    ) -> Mapping[str, jax.Array]:
+        """`init_params` as given, or (none given) every site at one coherent point: the
+        continuous ones where the inner kernel's ``init_strategy`` puts them and the
+        discrete ones drawn given those (:mod:`~numpyro_discrete.model.chain_start`)."""
+        if init_params is not None:
+            return init_params
+        return init_strategy_start(
+            self.model,
+            random.fold_in(rng_key, 3),
+            self.inner_kernel._init_strategy,
+            sites.discrete,
+            sites.continuous,
+            model_args,
+            model_kwargs,
+        )
 
     def _init_vectorized(
         self,
