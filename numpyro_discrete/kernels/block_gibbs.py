@@ -9,6 +9,7 @@ import warnings
 import jax
 
 from numpyro_discrete.core import block_gibbs
+from numpyro_discrete.core.neighbourhood import UNBOUNDED
 from numpyro_discrete.kernels.chromatic import ExactSweepKernel
 from numpyro_discrete.model.layout import SiteSupport
 from numpyro_discrete.model.target import DiscreteTarget
@@ -143,8 +144,9 @@ class BlockGibbs(ExactSweepKernel):
         for name in layout.names:
             largest = int(counts[layout.site_coords(name)].max())
             if largest > block_gibbs.MAX_BLOCK_VALUES:
+                values = "an unbounded number of" if largest >= UNBOUNDED else f"{largest}"
                 raise ValueError(
-                    f"BlockGibbs: site {name!r} has coordinates with {largest} values "
+                    f"BlockGibbs: site {name!r} has coordinates with {values} values "
                     f"(support {layout.supports[layout.names.index(name)]}); chain blocks "
                     f"draw from at most {block_gibbs.MAX_BLOCK_VALUES} values per "
                     "coordinate. Use ChromaticGibbs or ALBP for this site."
