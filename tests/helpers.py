@@ -431,11 +431,13 @@ def target_distribution(target, states):
     return p / p.sum()
 
 
-def sampled_transitions(kernel, target, states: np.ndarray, draws_per_state: int, seed: int):
+def sampled_transitions(
+    kernel, target, states: np.ndarray, draws_per_state: int, seed: int, end_states=None
+):
     """Transition counts of one compiled ``kernel.sample`` (the function ``MCMC`` calls)
-    from every state: the chains are initialised at each state by ``kernel.init`` with
-    ``init_params`` under ``vmap``, then stepped once under ``vmap`` (advice warnings are
-    silenced)."""
+    from every state of `states` to every state of `end_states` (default `states`): the
+    chains are initialised at each state by ``kernel.init`` with ``init_params`` under
+    ``vmap``, then stepped once under ``vmap`` (advice warnings are silenced)."""
     keys = random.split(random.key(seed), len(states) * draws_per_state)
     starts = jnp.asarray(np.repeat(states, draws_per_state, axis=0))
 
@@ -450,9 +452,10 @@ def sampled_transitions(kernel, target, states: np.ndarray, draws_per_state: int
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         ends = np.asarray(step(keys, starts))
-    lookup = state_lookup(states)
+    end_states = states if end_states is None else end_states
+    lookup = state_lookup(end_states)
     rows = np.repeat(np.arange(len(states)), draws_per_state)
-    counts = np.zeros((len(states), len(states)))
+    counts = np.zeros((len(states), len(end_states)))
     np.add.at(counts, (rows, lookup(ends)), 1)
     return counts
 

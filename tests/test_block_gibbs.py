@@ -24,6 +24,7 @@ from helpers import (
     block_class_matrix,
     block_sweep_matrix,
     chi_square_rows,
+    sampled_transitions,
     state_lookup,
 )
 
@@ -143,23 +144,8 @@ def test_compiled_sample_follows_the_exact_sweep(parallel, mh_test, x64, monkeyp
     np.testing.assert_allclose(
         block_sweep_matrix(target, plan, every, mh_test=False), sweep, atol=1e-10
     )
-    lookup = state_lookup(every)
-    rows = lookup(states)
-    draws = 2000
-    keys = random.split(random.key(2), len(states) * draws)
-    starts = jnp.asarray(np.repeat(states, draws, axis=0))
-
-    @jax.jit
-    def step(keys, starts):
-        def one(key, x):
-            state = kernel.init(key, 0, target.unflatten(x), (), {})
-            return target.flatten(kernel.sample(state, (), {}).z)
-
-        return jax.vmap(one)(keys, starts)
-
-    ends = lookup(np.asarray(step(keys, starts)))
-    counts = np.zeros((len(states), len(every)))
-    np.add.at(counts, (np.repeat(np.arange(len(states)), draws), ends), 1)
+    rows = state_lookup(every)(states)
+    counts = sampled_transitions(kernel, target, states, 2000, 2, end_states=every)
     assert chi_square_rows(counts, sweep[rows]) > 1e-4
 
 
