@@ -35,8 +35,9 @@ demo-fhmm: venv
 test: venv
 	$(BIN)/python -m pytest -q -n 2 --durations=25
 
+# the slow tier, also on two workers; the 500 random model-kernel pairs and the soak run last
 test-slow: venv
-	$(BIN)/python -m pytest -q -m slow
+	$(BIN)/python -m pytest -q -n 2 -m slow
 
 lint: venv
 	$(BIN)/python -m ruff check .

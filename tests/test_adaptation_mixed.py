@@ -18,6 +18,9 @@ from numpyro_discrete import ALBP, LBPGibbs
 
 from helpers import beta_bernoulli_model
 
+# a statistical or every-chain-method run: the slow tier (`make test-slow`, CI runs it)
+pytestmark = pytest.mark.slow
+
 
 def mixture_model(y):
     """Two-component mixture with an unknown separation: the assignments' conditional

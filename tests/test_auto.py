@@ -64,6 +64,7 @@ def test_the_rule_on_each_structure(model, chosen, caplog):
     assert kernel.get_diagnostics_str(kernel.chosen.init(random.key(1), 0, None, (), {}))
 
 
+@pytest.mark.slow
 def test_lbpgibbs_reports_the_choice_and_a_given_kernel_stays():
     def mixed():
         theta = numpyro.sample("theta", dist.Normal(0.0, 1.0))

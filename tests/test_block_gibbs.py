@@ -121,6 +121,7 @@ def test_each_block_draws_its_exact_conditional(model, x64):
     assert_irreducible(sweep)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("parallel", "mh_test"), [(False, False), (True, False), (False, True)])
 def test_compiled_sample_follows_the_exact_sweep(parallel, mh_test, x64, monkeypatch):
     """Chi-square of one compiled ``kernel.sample`` from every state against the product of
@@ -149,6 +150,7 @@ def test_compiled_sample_follows_the_exact_sweep(parallel, mh_test, x64, monkeyp
     assert chi_square_rows(counts, sweep[rows]) > 1e-4
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("chain_method", CHAIN_METHODS)
 def test_samples_match_enumeration_under_every_chain_method(chain_method):
     kernel = BlockGibbs(two_chains)
@@ -172,6 +174,7 @@ def test_samples_match_enumeration_under_every_chain_method(chain_method):
             assert abs(np.mean(x[:, j] == v) - exact) < 0.03, (j, v)
 
 
+@pytest.mark.slow
 def test_inside_lbp_gibbs_for_a_mixed_model():
     """The discrete block of ``LBPGibbs(NUTS)``: a chain whose coupling is continuous."""
 

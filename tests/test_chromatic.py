@@ -175,6 +175,7 @@ def ordinal_chain_model():
     numpyro.factor("smooth", -0.3 * (n[:-1] - n[1:]) ** 2)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "model, sites, ordinal_window",
     [
@@ -283,6 +284,7 @@ def _beta_lattice_moments():
     return (w.sum(0) * grid).sum() / w.sum(), (w.sum(1) @ states) / w.sum()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("composite", ["LBPGibbs", "Gibbs"])
 def test_as_the_discrete_block_of_a_mixed_model(composite):
     """Beside NUTS, through LBPGibbs and as a block of numpyro's Gibbs: posterior means of
@@ -303,6 +305,7 @@ def test_as_the_discrete_block_of_a_mixed_model(composite):
     assert_mean_within_mcse(samples["x"], mean_x, what="x")
 
 
+@pytest.mark.slow
 def test_as_the_discrete_block_of_lbp_gibbs_in_parallel_chains():
     """Under ``pmap`` numpyro's Gibbs initialises the blocks inside the trace: the sweep's
     class tables must be constants, not tracers leaked into the later step traces."""

@@ -199,8 +199,17 @@ def test_path_log_prob_with_precomputed_off_path_mass(reverse):
         )
 
 
-@pytest.mark.parametrize("num_candidates", [1, 3])
-@pytest.mark.parametrize("chunk_size", [2, 3, 32])
+@pytest.mark.parametrize(
+    ("num_candidates", "chunk_size"),
+    # one combination in the fast tier (about 20 s each on 2 CPU cores)
+    [(3, 2)]
+    + [
+        pytest.param(num_candidates, chunk_size, marks=pytest.mark.slow)
+        for num_candidates in (1, 3)
+        for chunk_size in (2, 3, 32)
+        if (num_candidates, chunk_size) != (3, 2)
+    ],
+)
 def test_chunked_path_probabilities_equal_the_definition(num_candidates, chunk_size):
     """The kernel's path probabilities, computed a chunk at a time with normalisers carried
     between chunks, equal :func:`path.path_log_prob` of the same forward and reverse paths
@@ -251,6 +260,7 @@ def _precision(x64):
     return jax.enable_x64(True) if x64 else contextlib.nullcontext()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("x64", [False, True], ids=["float32", "float64"])
 @pytest.mark.parametrize("balancing", ["sqrt", "barker"])
 def test_extreme_log_ratios_give_finite_proposal_probabilities(x64, balancing):

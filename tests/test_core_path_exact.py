@@ -80,7 +80,7 @@ def test_reverse_probability_is_the_reversed_path_drawn_forwards(x64, path_lengt
 
 @pytest.mark.parametrize("padded", [False, True])
 @pytest.mark.parametrize("weights", ["gradient", "exact"])
-@pytest.mark.parametrize("balancing", ["sqrt", "barker"])
+@pytest.mark.parametrize("balancing", ["sqrt", pytest.param("barker", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("path_length", [1, 2, 3])
 def test_binary_detailed_balance(x64, path_length, balancing, weights, padded):
     log_pi = random_binary_target(NUM_COORDS, seed=path_length)
@@ -153,7 +153,8 @@ def supports_transition_matrix(space, path_length, balancing, weights, seed):
 
 
 @pytest.mark.parametrize("weights", ["gradient", "exact", "mixed"])
-@pytest.mark.parametrize("balancing", ["sqrt", "barker"])
+# Barker's balancing in the slow tier: the fast one checks sqrt, the default
+@pytest.mark.parametrize("balancing", ["sqrt", pytest.param("barker", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("path_length", [1, 2])
 @pytest.mark.parametrize("space", SUPPORT_SPACES)
 def test_supports_detailed_balance(x64, space, path_length, balancing, weights):

@@ -9,6 +9,7 @@ import pytest
 from examples_loader import load_example
 
 
+@pytest.mark.slow
 def test_ising_example(tmp_path):
     ising = load_example("ising")
     summary = ising.main(
@@ -32,6 +33,7 @@ def test_ising_example(tmp_path):
         assert math.isfinite(summary[key])
 
 
+@pytest.mark.slow
 def test_fhmm_example(tmp_path):
     fhmm = load_example("fhmm")
     summary = fhmm.main(
@@ -58,6 +60,7 @@ def test_fhmm_example(tmp_path):
     assert summary["signal_max_r_hat"] > 0 and summary["signal_min_n_eff"] > 0
 
 
+@pytest.mark.slow
 def test_hmm_example(tmp_path):
     hmm = load_example("hmm")
     summary = hmm.main(

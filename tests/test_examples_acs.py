@@ -7,6 +7,9 @@ import pytest
 
 from examples_loader import load_example
 
+# a statistical or every-chain-method run: the slow tier (`make test-slow`, CI runs it)
+pytestmark = pytest.mark.slow
+
 
 def test_multimodal_example(tmp_path):
     multimodal = load_example("multimodal")

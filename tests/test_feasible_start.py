@@ -19,6 +19,9 @@ from numpyro_discrete.core.neighbourhood import UNBOUNDED, CoordinateSupports
 from numpyro_discrete.model.feasible_start import feasible_start
 from numpyro_discrete.structure.colouring import TermStructure
 
+# a statistical or every-chain-method run: the slow tier (`make test-slow`, CI runs it)
+pytestmark = pytest.mark.slow
+
 COUNTS = jnp.array([[3.0, 5.0, 4.0], [9.0, 7.0, 8.0]])  # two sites, three visits
 
 

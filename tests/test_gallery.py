@@ -36,14 +36,6 @@ RUNS = {
     "ising": (300, 2000),
     "rbm": (300, 2000),
 }
-#: Models whose sampler run is long on 2 CPU cores: the slow tier.
-SLOW = ("hmm", "fhmm", "n_mixture")
-
-
-def _marks(name):
-    return [pytest.mark.slow] if name in SLOW else []
-
-
 @pytest.mark.parametrize("name", list(GALLERY))
 def test_entry_runs_and_its_reference_is_a_distribution(name):
     entry = GALLERY[name]
@@ -121,12 +113,15 @@ def check_against_reference(name, kernel):
         )
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=_marks(n)) for n in GALLERY])
+# 20-60 s per model on 2 CPU cores: the slow tier
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(GALLERY))
 def test_lbp_gibbs_matches_the_reference(name):
     model = GALLERY[name].model
     check_against_reference(name, LBPGibbs(NUTS(model)))
 
 
+@pytest.mark.slow
 def test_albp_auto_weights_are_exact_where_gradients_mislead():
     """Spike and slab: the Gaussian likelihood is far from affine in ``gamma`` (gradient
     ratios off by tens of nats), so ``ALBP``'s ``weights="auto"`` takes exact ratios; with

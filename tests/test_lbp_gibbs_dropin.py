@@ -17,6 +17,9 @@ from numpyro_discrete import LBPGibbs
 
 from helpers import assert_mean_within_mcse, enumerate_model
 
+# a statistical or every-chain-method run: the slow tier (`make test-slow`, CI runs it)
+pytestmark = pytest.mark.slow
+
 Y_OBS = 1.7
 
 

@@ -51,6 +51,7 @@ def test_chain_methods(chain_method):
     assert np.all(np.asarray(extra["num_changed"]) <= 6)
 
 
+@pytest.mark.slow
 def test_deterministic_sites_and_print_summary(capsys):
     mcmc = _mcmc(LBP(product_model, path_length=3))
     mcmc.run(random.key(1))
@@ -71,6 +72,7 @@ def test_arviz_sees_sites_and_extra_fields():
     assert {"acceptance_rate", "path_length", "num_changed"} <= stats
 
 
+@pytest.mark.slow
 def test_x64():
     with jax.enable_x64(True):
         mcmc = _mcmc(ALBP(product_model), num_samples=500)
@@ -105,6 +107,7 @@ def mixed_model(y):
     numpyro.sample("y", dist.Normal(mu + 2.0 * z.sum(), 1.0), obs=y)
 
 
+@pytest.mark.slow
 def test_as_block_of_numpyro_gibbs():
     kernel = Gibbs([(ALBP(mixed_model), discrete_latent_sites), (NUTS(mixed_model), None)])
     mcmc = _mcmc(kernel, num_samples=500)
@@ -135,6 +138,7 @@ def _fhmm_args(num_steps=20, num_chains=3):
     return data, (jnp.asarray(data.y), num_chains)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kernel_cls", [LBP, ALBP])
 @pytest.mark.parametrize("weights", ["gradient", "exact"])
 def test_refresh_matches_fresh_init_fhmm(kernel_cls, weights):
@@ -158,6 +162,7 @@ def test_refresh_matches_fresh_init_fhmm(kernel_cls, weights):
     assert refreshed.i == state.i and refreshed.path_length == state.path_length
 
 
+@pytest.mark.slow
 def test_cached_block_states_match_the_current_conditioning():
     """After every LBPGibbs step, both blocks' cached potentials (and the discrete block's
     local ratios) are those of a fresh evaluation at the current values of the other block."""
@@ -194,6 +199,7 @@ EXTRA = ("accept_prob", "path_length", "num_changed", "hmc_state.accept_prob",
          "hmc_state.num_steps", "discrete_state.mean_accept_prob")  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("chain_method", ["sequential", "parallel"])
 def test_chain_methods_and_extra_fields(chain_method):
     mcmc = _gibbs_mcmc(
@@ -217,6 +223,7 @@ def test_chain_methods_and_extra_fields(chain_method):
     assert np.all(extra["path_length"].min(1) == extra["path_length"].max(1))
 
 
+@pytest.mark.slow
 def test_print_summary_arviz_and_diagnostics(capsys):
     az = pytest.importorskip("arviz")
     mcmc = _gibbs_mcmc(
@@ -236,6 +243,7 @@ def test_print_summary_arviz_and_diagnostics(capsys):
     )
 
 
+@pytest.mark.slow
 def test_resume_from_post_warmup_state_continues_the_chain():
     full = _gibbs_mcmc(LBPGibbs(NUTS(beta_bernoulli_model)))
     full.run(random.key(10), Y_MIX)
@@ -247,6 +255,7 @@ def test_resume_from_post_warmup_state_continues_the_chain():
     np.testing.assert_allclose(full.get_samples()["p"], split.get_samples()["p"], rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_kernel_and_mcmc_pickle():
     kernel = LBPGibbs(NUTS(beta_bernoulli_model), discrete_kernel=LBP(beta_bernoulli_model))
     fresh = pickle.loads(pickle.dumps(kernel))
@@ -259,6 +268,7 @@ def test_kernel_and_mcmc_pickle():
     assert restored.get_samples()["z"].shape == (50, 8)
 
 
+@pytest.mark.slow
 def test_discrete_kernel_option_and_enumerated_sites():
     """A given LBP moves the discrete sites; sites marked for enumeration are summed out."""
 
@@ -275,6 +285,7 @@ def test_discrete_kernel_option_and_enumerated_sites():
     assert np.all(mcmc.get_extra_fields()["path_length"] == 3)
 
 
+@pytest.mark.slow
 def test_num_discrete_steps_repeats_the_discrete_move():
     """With ``num_discrete_steps=n`` the discrete kernel moves ``n`` times per step and its
     adaptation spans ``n`` times the warmup steps; the composite still pickles."""

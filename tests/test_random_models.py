@@ -187,6 +187,7 @@ def discrete_target(spec: rm.ModelSpec, kernel):
     return state, target
 
 
+@pytest.mark.slow
 @settings(max_examples=25, **SETTINGS)
 @given(spec=rm.model_specs(continuous=False))
 def test_detected_dependencies_contain_the_true_ones(spec):
@@ -245,6 +246,7 @@ def test_chromatic_sweep_is_exact_on_random_models(spec, x64):
     assert chi_square_rows(counts, matrix) > 1e-4, spec.describe()
 
 
+@pytest.mark.slow
 @settings(max_examples=4, **SETTINGS)
 @given(spec=rm.model_specs(continuous=False))
 def test_block_sweep_is_exact_on_random_models(spec, x64):
@@ -270,6 +272,7 @@ def test_block_sweep_is_exact_on_random_models(spec, x64):
     assert chi_square_rows(counts, matrix) > 1e-4, spec.describe()
 
 
+@pytest.mark.slow
 @settings(max_examples=4, **SETTINGS)
 @given(spec=rm.model_specs(continuous=False), path_length=st.sampled_from([1, 2]))
 def test_path_step_is_exact_on_random_models(spec, path_length, x64):
@@ -294,6 +297,7 @@ def test_path_step_is_exact_on_random_models(spec, path_length, x64):
     assert chi_square_rows(counts, matrix) > 1e-4, spec.describe()
 
 
+@pytest.mark.slow
 @settings(max_examples=3, **SETTINGS)
 @given(spec=rm.model_specs(continuous=False))
 def test_coordinatewise_step_is_exact_on_random_models(spec, x64):
@@ -336,12 +340,14 @@ def model_kernel_pairs(continuous: st.SearchStrategy[bool]) -> st.SearchStrategy
     )
 
 
+@pytest.mark.slow
 @settings(max_examples=10, **SETTINGS)
 @given(pair=model_kernel_pairs(st.just(False)))
 def test_kernels_sample_random_models(pair):
     sample_and_check(*pair)
 
 
+@pytest.mark.slow
 @settings(max_examples=2, **SETTINGS)
 @given(pair=model_kernel_pairs(st.just(True)))
 def test_lbp_gibbs_samples_random_mixed_models(pair):
@@ -375,7 +381,10 @@ def padded_class_model():
     numpyro.factor("c3", 0.5 * b[:3] * o)
 
 
-@pytest.mark.parametrize("chain_method", CHAIN_METHODS)
+@pytest.mark.parametrize(
+    "chain_method",
+    ["sequential", *(pytest.param(m, marks=pytest.mark.slow) for m in CHAIN_METHODS[1:])],
+)
 def test_chromatic_moves_coordinate_zero_of_a_padded_class(chain_method):
     kernel = ChromaticGibbs(padded_class_model)
     mcmc = run_mcmc(kernel, chain_method, 0, num_warmup=100)
@@ -394,6 +403,7 @@ def varying_binomial_model():
     numpyro.sample("b", dist.Binomial(jnp.asarray(BINOMIAL_TOTALS), jnp.asarray(BINOMIAL_PROBS)))
 
 
+@pytest.mark.slow
 def test_albp_parallel_reads_the_target_as_sequential_chains_do():
     """Under ``pmap`` ``init`` is traced: the target read scales and ratio modes from
     staged values and fell back to span-based scales and gradient ratios, which froze
@@ -412,6 +422,7 @@ def test_albp_parallel_reads_the_target_as_sequential_chains_do():
     np.testing.assert_allclose(parallel.move_scales, sequential.move_scales)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kernel_name", ["ChromaticGibbs", "ACS"])
 def test_64_bit_mode(kernel_name, x64):
     """``num_changed`` was int64 in 64-bit mode against the int32 of the initial state,

@@ -20,6 +20,9 @@ from numpyro_discrete.core.neighbourhood import ladder_offsets
 
 from helpers import run_vectorized
 
+# a statistical or every-chain-method run: the slow tier (`make test-slow`, CI runs it)
+pytestmark = pytest.mark.slow
+
 
 def test_ladder_offsets_are_distinct_rungs_from_one_to_twice_the_scale():
     table = ladder_offsets(np.array([1.0, 2.4, 100.0, 25.0]), np.array([100, 28, np.inf, 20]))

@@ -29,6 +29,9 @@ from helpers import (
     random_binary_target,
 )
 
+# a statistical or every-chain-method run: the slow tier (`make test-slow`, CI runs it)
+pytestmark = pytest.mark.slow
+
 NUM_COORDS = 10
 
 

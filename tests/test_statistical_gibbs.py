@@ -32,6 +32,9 @@ from helpers import (
     mcse_of_mean,
 )
 
+# a statistical or every-chain-method run: the slow tier (`make test-slow`, CI runs it)
+pytestmark = pytest.mark.slow
+
 # --- factorial HMM against NUTS with X enumerated -------------------------------------------
 
 

@@ -22,6 +22,9 @@ from helpers import (
     run_vectorized,
 )
 
+# a statistical or every-chain-method run: the slow tier (`make test-slow`, CI runs it)
+pytestmark = pytest.mark.slow
+
 # --- a Potts model: three colours on a 2 x 3 grid, colours used as indices ---------------
 
 POTTS_EDGES = np.array([[0, 1], [1, 2], [3, 4], [4, 5], [0, 3], [1, 4], [2, 5]])

@@ -255,7 +255,8 @@ def test_lattice_of_a_hundred_thousand_coordinates_has_two_colours():
 # --- colour-batched exact ratios ----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("sums", ["gather", "scatter"])
+# the scatter sums (the alternative to gathers) in the slow tier
+@pytest.mark.parametrize("sums", ["gather", pytest.param("scatter", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("name", list(MODELS))
 def test_coloured_ratios_equal_brute_force(name, sums, x64):
     """``C x M`` evaluations of the terms give the same table as ``N x M`` evaluations of

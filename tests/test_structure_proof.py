@@ -69,6 +69,7 @@ def moving_pair_model():
     numpyro.factor("pair", 2.0 * s[k] * s[k + 1])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("discrete_kernel", [ChromaticGibbs, BlockGibbs])
 def test_an_unproven_structure_keeps_the_mh_test_and_stays_exact(discrete_kernel):
     """P(x_0 = x_1) = P(theta < 0) e^2 / (e^2 + e^-2) + P(theta > 0) / 2 = 0.7410, and the

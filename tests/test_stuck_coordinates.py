@@ -52,7 +52,12 @@ def run(kernel, chain_method="sequential", progress_bar=False, num_samples=1100)
 
 @pytest.mark.parametrize(
     "chain_method, progress_bar",
-    [("sequential", False), ("vectorized", False), ("parallel", False), ("sequential", True)],
+    [
+        ("sequential", False),
+        pytest.param("vectorized", False, marks=pytest.mark.slow),
+        pytest.param("parallel", False, marks=pytest.mark.slow),
+        ("sequential", True),
+    ],
 )
 def test_a_stuck_coordinate_is_named(chain_method, progress_bar):
     mcmc, stuck = run(ALBP(trap_model, weights="gradient"), chain_method, progress_bar)

@@ -19,6 +19,9 @@ from numpyro.infer import MCMC, NUTS
 
 from numpyro_discrete import ALBP, LBP, LBPGibbs
 
+# a statistical or every-chain-method run: the slow tier (`make test-slow`, CI runs it)
+pytestmark = pytest.mark.slow
+
 COUNTS = jnp.array([3.0, 5.0, 7.0])  # float data: the model casts it to an integer count
 LEVELS = jnp.array([1, 4, 2])  # closed over: the DiscreteUniform's high is max(LEVELS) = 4
 PROB = 0.4

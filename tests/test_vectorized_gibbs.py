@@ -24,6 +24,9 @@ from numpyro_discrete import ALBP, LBP, ChromaticGibbs, LBPGibbs
 
 from helpers import Y_MIX, beta_bernoulli_model
 
+# a statistical or every-chain-method run: the slow tier (`make test-slow`, CI runs it)
+pytestmark = pytest.mark.slow
+
 NUM_CHAINS = 3
 NUM_DRAWS = 30
 EXTRA_FIELDS = ("accept_prob", "hmc_state.num_steps", "hmc_state.adapt_state.step_size")
