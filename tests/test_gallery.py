@@ -36,6 +36,8 @@ RUNS = {
     "ising": (300, 2000),
     "rbm": (300, 2000),
 }
+
+
 @pytest.mark.parametrize("name", list(GALLERY))
 def test_entry_runs_and_its_reference_is_a_distribution(name):
     entry = GALLERY[name]
