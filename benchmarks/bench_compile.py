@@ -360,10 +360,13 @@ def measure_runs(
 
     later_run_s = later(samples)
     short = [later(SHORT_DRAWS), later(SHORT_DRAWS)]
-    # the long run: L = 5 S, grown until its steps take `min_long_s` (a later run's fixed
-    # cost varies by tenths of a second), kept draws thinned past MAX_KEPT_VALUES; the
-    # final L timed twice, the faster kept (timing noise only adds)
-    long, min_long_s = spec["later_num_samples"], spec["min_long_s"]
+    # the long run: L = 5 S, grown until its steps take `min_long_s` and four times the
+    # spread of the two short runs (a later run's fixed cost, a recompilation of numpyro's
+    # loop, varies by tenths of a second, more on a busy machine: a step of 0.1 ms was
+    # measured negative), kept draws thinned past MAX_KEPT_VALUES; the final L timed
+    # twice, the faster kept (timing noise only adds)
+    long = spec["later_num_samples"]
+    min_long_s = max(spec["min_long_s"], 4.0 * abs(short[0] - short[1]))
     long_runs: list[list[float]] = []
 
     def long_run(num_samples: int) -> float:
@@ -682,8 +685,9 @@ def markdown_report(rows: list[Row], checks: list[dict[str, Any]], settings: dic
         "construction + `MCMC(..., progress_bar=False)` + `mcmc.run` until the samples are "
         "ready; later runs start from `post_warmup_state = last_state` with `num_samples` = "
         f"S, {SHORT_DRAWS}, {SHORT_DRAWS}, L >= {LATER_FACTOR} S (grown until its steps take "
-        f"{settings['min_long_seconds']:g} s; numpyro re-traces and compiles its loop on every "
-        "such run); **ms/step** = (t_L - min t_10) / (L - 10); "
+        f"{settings['min_long_seconds']:g} s and 4x the spread of the two t_10; numpyro "
+        "re-traces and compiles its loop on every such run); "
+        "**ms/step** = (t_L - min t_10) / (L - 10); "
         "**later run fixed** = min t_10 - 10 x per step; **compile** = first run - (W + S) x "
         "per step. The progress-bar columns are a first and a second run of S draws with "
         "numpyro's progress bar, in another process. **e2e** runs the end-to-end sizes "
@@ -704,7 +708,10 @@ _HELP = {
     "num_samples": "draws S of the first run; later runs draw S, 10, 10 and 5 S",
     "e2e_num_warmup": "warmup steps of the end-to-end run",
     "e2e_num_samples": "draws of the end-to-end run",
-    "min_long_seconds": "seconds of stepping the long later run is grown to (0: L = 5 S)",
+    "min_long_seconds": (
+        "seconds of stepping the long later run is grown to (and to 4x the spread of two "
+        "short runs)"
+    ),
 }
 
 
