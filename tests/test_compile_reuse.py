@@ -41,7 +41,8 @@ def _count_traces(kernel):
     "make_kernel",
     [
         pytest.param(ALBP, id="ALBP"),
-        # the other kernels share ALBP's sample step: the slow tier
+        # the other kernels reach numpyro's loop through the same `DiscreteKernel.sample`:
+        # the slow tier
         pytest.param(lambda m: LBP(m, path_length=3), id="LBP", marks=pytest.mark.slow),
         pytest.param(lambda m: ACS(m, tune_fraction=0.5), id="ACS", marks=pytest.mark.slow),
         pytest.param(ChromaticGibbs, id="ChromaticGibbs", marks=pytest.mark.slow),

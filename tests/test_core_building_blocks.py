@@ -202,12 +202,12 @@ def test_path_log_prob_with_precomputed_off_path_mass(reverse):
 @pytest.mark.parametrize(
     ("num_candidates", "chunk_size"),
     # one combination in the fast tier (about 20 s each on 2 CPU cores)
-    [(3, 2)]
-    + [
-        pytest.param(num_candidates, chunk_size, marks=pytest.mark.slow)
-        for num_candidates in (1, 3)
-        for chunk_size in (2, 3, 32)
-        if (num_candidates, chunk_size) != (3, 2)
+    [
+        (3, 2),
+        *(
+            pytest.param(*pair, marks=pytest.mark.slow)
+            for pair in [(1, 2), (1, 3), (1, 32), (3, 3), (3, 32)]
+        ),
     ],
 )
 def test_chunked_path_probabilities_equal_the_definition(num_candidates, chunk_size):
