@@ -23,6 +23,12 @@ Cases:
   the progress-bar subprocesses (the demo runs with numpyro's progress bar), no end-to-end;
   and, as the anchor of NUTS's own cost on this model, ``NUTS`` on the model conditioned on
   the true hidden states (``"NUTS(x known)"``: the continuous sites only).
+- **gallery** - the gallery's models (:data:`GALLERY_MODELS`; ``--quick``: the mixture) at
+  their example size, seed 0, with the kernel a user writes first,
+  ``LBPGibbs(NUTS(model))`` (``"LBPGibbs(NUTS) default"``: the discrete kernel chosen from
+  the structure), beside numpyro's ``DiscreteHMCGibbs(NUTS(model))``: one **first**
+  subprocess each, a first run of ``--gallery-steps`` warmup steps and as many draws
+  (500; ``--quick`` 50), timed as the runs subprocess's first run.
 
 Subprocesses of each (case, sampler), ``W``/``S`` = ``--num-warmup``/``--num-samples``
 (1000/1000; ``--quick`` 100/100), one chain, ``jax.random.key(0)``:
@@ -78,7 +84,9 @@ the warmup; this only changes ``--quick``).
 Targets of the issue, printed as PASS/FAIL and stored in the JSON (meaningless at
 ``--quick`` sizes): on the summed Ising 50x50, ALBP's first run <= 5 s, later run fixed
 <= 1 s, steady step <= 0.15 ms, end-to-end minESS/s >= 20x DiscreteGibbs's; ALBP's first
-run <= 8 s at ``N = 99,856``; ``compile_s`` of the fhmm demo's LBPGibbs(NUTS) <= 5 s.
+run <= 8 s at ``N = 99,856``; ``compile_s`` of the fhmm demo's LBPGibbs(NUTS) <= 5 s;
+the default LBPGibbs's first run on a gallery model <= 5 s, and <= 0.5x DiscreteHMCGibbs's
+on the mixture and the factorial HMM.
 
 Usage (from the repository root)::
 
@@ -96,6 +104,7 @@ import argparse
 from collections.abc import Callable, Sequence
 import contextlib
 from dataclasses import asdict, dataclass, field
+from functools import partial
 import importlib.util
 import json
 import math
@@ -115,10 +124,11 @@ import jax
 import jax.numpy as jnp
 
 import numpyro
-from numpyro.infer import MCMC, NUTS, DiscreteGibbs
+from numpyro.infer import MCMC, NUTS, DiscreteGibbs, DiscreteHMCGibbs
 from numpyro.infer.mcmc import MCMCKernel
 
 from numpyro_discrete import ACS, ALBP, ChromaticGibbs, LBPGibbs
+from numpyro_discrete.gallery import GALLERY
 
 from benchmarks.measurement import (
     apply_presets,
@@ -137,9 +147,24 @@ SITE = "x"
 GIBBS = "DiscreteGibbs"
 LBP_GIBBS = "LBPGibbs(NUTS)"
 NUTS_KNOWN = "NUTS(x known)"
-CASES = ("ising", "ising-large", "fhmm-demo")
-SAMPLERS = ("ALBP", "ACS", GIBBS, "ChromaticGibbs", LBP_GIBBS, NUTS_KNOWN)
-KINDS = ("runs", "progress_bar", "e2e")
+LBP_GIBBS_DEFAULT = "LBPGibbs(NUTS) default"
+DHMC_GIBBS = "DiscreteHMCGibbs"
+CASES = ("ising", "ising-large", "fhmm-demo", "gallery")
+SAMPLERS = (
+    "ALBP",
+    "ACS",
+    GIBBS,
+    "ChromaticGibbs",
+    LBP_GIBBS,
+    NUTS_KNOWN,
+    LBP_GIBBS_DEFAULT,
+    DHMC_GIBBS,
+)
+KINDS = ("runs", "progress_bar", "e2e", "first")
+#: The gallery models of the "gallery" case (``--quick``: the first only) and the sizes of
+#: their one first run (issue 31's: 500 + 500 steps, one chain; ``--quick`` 50 + 50).
+GALLERY_MODELS = ("mixture", "fhmm", "hmm", "change_point", "variable_selection", "sbm")
+GALLERY_STEPS = {"full": 500, "quick": 50}
 
 FULL = {
     "ising_p": 50,
@@ -149,6 +174,7 @@ FULL = {
     "e2e_num_warmup": 2000,
     "e2e_num_samples": 20000,
     "min_long_seconds": 2.0,
+    "gallery_steps": GALLERY_STEPS["full"],
 }
 QUICK = {
     "ising_p": 50,
@@ -158,6 +184,7 @@ QUICK = {
     "e2e_num_warmup": 200,
     "e2e_num_samples": 2000,
     "min_long_seconds": 0.5,
+    "gallery_steps": GALLERY_STEPS["quick"],
 }
 #: The later run of ``L = LATER_FACTOR * S`` draws that gives the per-step cost.
 LATER_FACTOR = 5
@@ -179,14 +206,19 @@ STEP_BUDGET_MS = 0.15
 E2E_RATIO_TARGET = 20.0
 LARGE_FIRST_RUN_BUDGET_S = 8.0
 FHMM_COMPILE_BUDGET_S = 5.0
+#: LBPGibbs's first run on the gallery: at most this fraction of DiscreteHMCGibbs's on the
+#: mixture and the factorial HMM, and at most GALLERY_FIRST_RUN_BUDGET_S on every model.
+GALLERY_FIRST_RUN_RATIO = 0.5
+GALLERY_FIRST_RUN_BUDGET_S = 5.0
 
 
 @dataclass(frozen=True)
 class RowSpec:
     """
-    - **case** - ``"ising"``, ``"ising-large"`` or ``"fhmm-demo"``.
+    - **case** - ``"ising"``, ``"ising-large"``, ``"fhmm-demo"`` or ``"gallery"``.
     - **sampler** - one of :data:`SAMPLERS`.
-    - **form** - ``"summed"`` or ``"elementwise"`` (Ising), ``"demo"`` (fhmm).
+    - **form** - ``"summed"`` or ``"elementwise"`` (Ising), ``"demo"`` (fhmm), the gallery
+      model's name (gallery).
     - **kinds** - the subprocesses it runs, from :data:`KINDS`.
     """
 
@@ -196,7 +228,7 @@ class RowSpec:
     kinds: tuple[str, ...]
 
 
-def row_specs(cases: Sequence[str], samplers: Sequence[str]) -> list[RowSpec]:
+def row_specs(cases: Sequence[str], samplers: Sequence[str], quick: bool) -> list[RowSpec]:
     """The (case, sampler) rows of the selected cases and samplers, in the order they run."""
     all_kinds = ("runs", "progress_bar", "e2e")
     specs = [
@@ -208,6 +240,11 @@ def row_specs(cases: Sequence[str], samplers: Sequence[str]) -> list[RowSpec]:
         RowSpec("ising-large", "ALBP", "summed", ("runs",)),
         RowSpec("fhmm-demo", LBP_GIBBS, "demo", ("runs", "progress_bar")),
         RowSpec("fhmm-demo", NUTS_KNOWN, "demo", ("runs", "progress_bar")),
+    ]
+    specs += [
+        RowSpec("gallery", sampler, name, ("first",))
+        for name in (GALLERY_MODELS[:1] if quick else GALLERY_MODELS)
+        for sampler in (LBP_GIBBS_DEFAULT, DHMC_GIBBS)
     ]
     return [s for s in specs if s.case in cases and s.sampler in samplers]
 
@@ -268,12 +305,18 @@ def target_label(case: str, form: str, p: int, config: str) -> tuple[str, int]:
     """``(name, N)`` of a case's model, as in :mod:`benchmarks.targets`."""
     if case == "fhmm-demo":
         return f"fhmm-demo-L{FHMM_DEMO['L']}-K{FHMM_DEMO['K']}", FHMM_DEMO["L"] * FHMM_DEMO["K"]
+    if case == "gallery":
+        return f"gallery-{form}", 0
     return f"ising-{p}-{config}" + ("-ew" if form == "elementwise" else ""), p * p
 
 
 def build_model(spec: dict[str, Any]) -> tuple[Callable, tuple, float]:
     """``(model, model_args, import_s)`` of a worker spec: the Ising target, or the fhmm
-    example's model and simulated data (``import_s``: the example's import)."""
+    example's model and simulated data (``import_s``: the example's import), or a gallery
+    model with its example-size data (seed 0)."""
+    if spec["case"] == "gallery":
+        data = GALLERY[spec["form"]].simulate(0, "example")
+        return partial(GALLERY[spec["form"]].model, **data.kwargs), data.args, 0.0
     if spec["case"] == "fhmm-demo":
         start = time.perf_counter()
         example = load_example(FHMM_EXAMPLE)
@@ -307,6 +350,10 @@ def make_kernel(sampler: str, model: Callable) -> MCMCKernel:
         )
     if sampler == NUTS_KNOWN:
         return NUTS(model)
+    if sampler == LBP_GIBBS_DEFAULT:
+        return LBPGibbs(NUTS(model))
+    if sampler == DHMC_GIBBS:
+        return DiscreteHMCGibbs(NUTS(model))
     raise ValueError(f"unknown sampler {sampler!r}")
 
 
@@ -427,7 +474,14 @@ def measure_e2e(
     }
 
 
+def measure_first(spec: dict[str, Any], model: Callable, model_args: tuple) -> dict[str, Any]:
+    """The **first** subprocess: one first run of ``num_warmup + num_samples`` steps."""
+    _, seconds = first_run(spec, model, model_args, spec["num_warmup"], spec["num_samples"], False)
+    return {"first_run_s": seconds}
+
+
 MEASUREMENTS: dict[str, Callable[[dict[str, Any], Callable, tuple], dict[str, Any]]] = {
+    "first": measure_first,
     "runs": measure_runs,
     "progress_bar": measure_progress_bar,
     "e2e": measure_e2e,
@@ -492,6 +546,10 @@ def worker_spec(row: RowSpec, kind: str, settings: dict[str, Any]) -> dict[str, 
     samples = max(1, settings["num_samples"] // divisor)
     min_warmup = ACS_MIN_WARMUP if row.sampler == "ACS" else 0
     p = settings["large_p"] if row.case == "ising-large" else settings["ising_p"]
+    if row.case == "gallery":
+        warmup = samples = settings["gallery_steps"]
+    else:
+        warmup = max(min_warmup, settings["num_warmup"] // divisor)
     return {
         "case": row.case,
         "form": row.form,
@@ -499,7 +557,7 @@ def worker_spec(row: RowSpec, kind: str, settings: dict[str, Any]) -> dict[str, 
         "kind": kind,
         "p": p,
         "config": settings["config"],
-        "num_warmup": max(min_warmup, settings["num_warmup"] // divisor),
+        "num_warmup": warmup,
         "num_samples": samples,
         "later_num_samples": max(LATER_FACTOR * samples, SHORT_DRAWS + 1),
         "min_long_s": settings["min_long_seconds"],
@@ -556,6 +614,8 @@ def _summary(kind: str, result: dict[str, Any]) -> str:
             f"ms/step, compile {fmt(result['compile_s'])} s, later run fixed "
             f"{fmt(result['later_run_fixed_s'])} s"
         )
+    if kind == "first":
+        return f"first run {fmt(result['first_run_s'])} s"
     if kind == "progress_bar":
         return (
             f"first run {fmt(result['first_run_pb_s'])} s, later run "
@@ -624,6 +684,21 @@ def issue_checks(rows: list[Row]) -> list[dict[str, Any]]:
     fhmm = _find(rows, "fhmm-demo", LBP_GIBBS, "demo")
     if fhmm is not None:
         at_most(f"{LBP_GIBBS} {fhmm.target}: compile s", fhmm.compile_s, FHMM_COMPILE_BUDGET_S, "s")
+    for name in GALLERY_MODELS:
+        ours = _find(rows, "gallery", LBP_GIBBS_DEFAULT, name)
+        if ours is None:
+            continue
+        label = f"{LBP_GIBBS_DEFAULT} gallery-{name}: first run s"
+        at_most(label, ours.first_run_s, GALLERY_FIRST_RUN_BUDGET_S, "s")
+        numpyro_row = _find(rows, "gallery", DHMC_GIBBS, name)
+        if name in ("mixture", "fhmm") and numpyro_row is not None:
+            ratio = None
+            if ours.first_run_s is not None and numpyro_row.first_run_s:
+                ratio = ours.first_run_s / numpyro_row.first_run_s
+            met = ratio is not None and ratio <= GALLERY_FIRST_RUN_RATIO
+            checks.append(
+                _check(f"{label} / {DHMC_GIBBS}'s", ratio, f"<= {GALLERY_FIRST_RUN_RATIO:g}", met)
+            )
     return checks
 
 
@@ -712,6 +787,7 @@ _HELP = {
         "seconds of stepping the long later run is grown to (and to 4x the spread of two "
         "short runs)"
     ),
+    "gallery_steps": "warmup steps and draws of the gallery case's first runs",
 }
 
 
@@ -793,7 +869,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
     command = sys.argv if argv is None else [sys.argv[0], *argv]
 
     rows = [
-        measure_row(spec, settings, args.timeout) for spec in row_specs(args.cases, args.samplers)
+        measure_row(spec, settings, args.timeout)
+        for spec in row_specs(args.cases, args.samplers, args.quick)
     ]
     add_gibbs_ratios(rows)
     checks = issue_checks(rows)

@@ -28,6 +28,13 @@ from numpyro_discrete.numpyro_internals import SAMPLE_FN_ATTRIBUTE, use_gibbs_st
 
 __all__ = ["LBPGibbs", "LBPGibbsState"]
 
+# the errors of a model that reads concrete values of its arguments
+_NEEDS_CONCRETE_VALUES = (
+    jax.errors.ConcretizationTypeError,
+    jax.errors.TracerArrayConversionError,
+    jax.errors.TracerIntegerConversionError,
+)
+
 
 class LBPGibbsState(GibbsState):
     """
@@ -280,6 +287,8 @@ class LBPGibbs(Gibbs):
         super().__init__([(discrete_kernel, discrete_sites), (inner_kernel, None)])
         # set at `init`: True when the model has no continuous latent sites
         self._discrete_only = False
+        # `(arguments, jitted init)` of the last one-chain `init` (see `_init_one_chain`)
+        self._compiled_init: tuple[tuple, Callable] | None = None
 
     @property
     def discrete_kernel(self) -> MCMCKernel:
@@ -349,8 +358,9 @@ class LBPGibbs(Gibbs):
             given(set(init_params or {}) & set(sites.discrete))
         if not self._discrete_only:
             if one_chain:
-                init_params = self._start(rng_key, init_params, sites, model_args, kwargs)
-                return super().init(rng_key, num_warmup, init_params, model_args, kwargs)
+                return self._init_one_chain(
+                    rng_key, num_warmup, init_params, sites, model_args, kwargs
+                )
             if init_params is None:
                 init_params = jax.vmap(
                     lambda key: self._start(key, None, sites, model_args, kwargs)
@@ -359,6 +369,38 @@ class LBPGibbs(Gibbs):
         state = self._discrete_block.init(rng_key, num_warmup, init_params, model_args, kwargs)
         setattr(self, SAMPLE_FN_ATTRIBUTE, self._sample_discrete)
         return self._state_cls(state.z, (state,), state.rng_key)
+
+    def _init_one_chain(
+        self,
+        rng_key: jax.Array,
+        num_warmup: int,
+        init_params: Mapping[str, jax.Array] | None,
+        sites: ModelSites,
+        model_args: tuple,
+        model_kwargs: dict,
+    ) -> LBPGibbsState:
+        """One chain's start and numpyro's ``Gibbs.init``, traced and compiled as one
+        program: run eagerly, its model traces, the inner kernel's search for a valid start
+        and the discrete target's set-up dispatch hundreds of small operations, each
+        compiled on first use (about 0.05 s each on a CPU core), which made ``init`` most
+        of a first run. A model that needs concrete values of its arguments (a shape read
+        from data) cannot be traced and is initialised eagerly."""
+
+        def init(key: jax.Array, params: Mapping[str, jax.Array] | None) -> GibbsState:
+            params = self._start(key, params, sites, model_args, model_kwargs)
+            return Gibbs.init(self, key, num_warmup, params, model_args, model_kwargs)
+
+        # the arguments are the program's constants, so a later run (or chain) with the
+        # same argument objects reuses the compiled program
+        arguments = (num_warmup, model_args, model_kwargs)
+        cached = self._compiled_init
+        if cached is None or not _same_objects(cached[0], arguments):
+            cached = self._compiled_init = (arguments, jax.jit(init))
+        try:
+            return cached[1](rng_key, init_params)
+        except _NEEDS_CONCRETE_VALUES:
+            self._compiled_init = None
+            return init(rng_key, init_params)
 
     def _start(
         self,
@@ -443,6 +485,21 @@ class LBPGibbs(Gibbs):
         if self._discrete_only:
             return self._discrete_block.postprocess_fn(model_args, model_kwargs)
         return super().postprocess_fn(model_args, model_kwargs)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # the compiled init closes over the model's arguments: compiled again after unpickling
+        return {**self.__dict__, "_compiled_init": None}
+
+
+def _same_objects(a: Any, b: Any) -> bool:
+    """Whether two pytrees have one structure and the same leaves (the same objects, or
+    equal Python scalars)."""
+    leaves_a, tree_a = jax.tree.flatten(a)
+    leaves_b, tree_b = jax.tree.flatten(b)
+    return tree_a == tree_b and all(
+        x is y or (isinstance(x, int | float | str) and type(x) is type(y) and x == y)
+        for x, y in zip(leaves_a, leaves_b, strict=True)
+    )
 
 
 def _check_numpyro_arguments(

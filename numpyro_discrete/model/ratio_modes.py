@@ -156,11 +156,13 @@ class ReadingPoint(NamedTuple):
     - **log_joint** - the discrete sites' log joint given that draw of the others.
     - **x** - the flat discrete values of the draw.
     - **trace** - the model's trace at the draw.
+    - **kwargs** - the model's keyword arguments with that draw's conditioning values.
     """
 
     log_joint: SiteLogJoint
     x: jax.Array
     trace: dict[str, Any]
+    kwargs: dict[str, Any]
 
 
 def reading_point(
@@ -182,7 +184,7 @@ def reading_point(
         given = model_kwargs[GIBBS_SITES_KWARG]
         kwargs[GIBBS_SITES_KWARG] = {name: draw[name]["value"] for name in given}
     x = layout.flatten({name: draw[name]["value"] for name in discrete_sites})
-    return ReadingPoint(site_functions(model_args, kwargs)[0], x, dict(draw))
+    return ReadingPoint(site_functions(model_args, kwargs)[0], x, dict(draw), kwargs)
 
 
 def _poor_gradient_sites(

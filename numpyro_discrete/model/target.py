@@ -171,7 +171,7 @@ class DiscreteTarget:
             layout,
             site_functions(model_args, model_kwargs),
             site_functions,
-            (model_args, model_kwargs),
+            (model_args, reading.kwargs),
             initial,
             weights,
             ordinal_window,
