@@ -28,13 +28,6 @@ from numpyro_discrete.numpyro_internals import SAMPLE_FN_ATTRIBUTE, use_gibbs_st
 
 __all__ = ["LBPGibbs", "LBPGibbsState"]
 
-# the errors of a model that reads concrete values of its arguments
-_NEEDS_CONCRETE_VALUES = (
-    jax.errors.ConcretizationTypeError,
-    jax.errors.TracerArrayConversionError,
-    jax.errors.TracerIntegerConversionError,
-)
-
 
 class LBPGibbsState(GibbsState):
     """
@@ -383,8 +376,9 @@ class LBPGibbs(Gibbs):
         program: run eagerly, its model traces, the inner kernel's search for a valid start
         and the discrete target's set-up dispatch hundreds of small operations, each
         compiled on first use (about 0.05 s each on a CPU core), which made ``init`` most
-        of a first run. A model that needs concrete values of its arguments (a shape read
-        from data) cannot be traced and is initialised eagerly."""
+        of a first run. The program is traced as the sampling step is (a model that cannot
+        be traced cannot be sampled either); the discrete target still reads the model at
+        a concrete draw (:func:`~numpyro_discrete.model.ratio_modes.reading_point`)."""
 
         def init(key: jax.Array, params: Mapping[str, jax.Array] | None) -> GibbsState:
             params = self._start(key, params, sites, model_args, model_kwargs)
@@ -396,11 +390,7 @@ class LBPGibbs(Gibbs):
         cached = self._compiled_init
         if cached is None or not _same_objects(cached[0], arguments):
             cached = self._compiled_init = (arguments, jax.jit(init))
-        try:
-            return cached[1](rng_key, init_params)
-        except _NEEDS_CONCRETE_VALUES:
-            self._compiled_init = None
-            return init(rng_key, init_params)
+        return cached[1](rng_key, init_params)
 
     def _start(
         self,
