@@ -733,7 +733,8 @@ def markdown_report(rows: list[Row], checks: list[dict[str, Any]], settings: dic
         f"One chain, each measurement in a fresh process, no persistent compilation cache; "
         f"{settings['num_warmup']} warmup + {settings['num_samples']} samples per run, "
         f"end-to-end {settings['e2e_num_warmup']} + {settings['e2e_num_samples']} "
-        f"(DiscreteGibbs: all step counts / {settings['gibbs_divisor']}); "
+        f"(DiscreteGibbs: all step counts / {settings['gibbs_divisor']}); gallery first runs "
+        f"{settings['gallery_steps']} + {settings['gallery_steps']}; "
         f"{settings['cpu_count']} CPU(s), jax {jax.__version__}, numpyro {numpyro.__version__}"
         + (" (--quick: small sizes, the targets mean nothing)." if settings["quick"] else "."),
         "",

@@ -72,3 +72,22 @@ def test_bench_compile_checks(monkeypatch):
     report = bench.markdown_report(rows, bench.issue_checks(rows), settings)
     assert "FAIL: ALBP ising-316-C2 (N = 99856): first run s = n/a" in report
     assert "timed out after 600 s" in report
+
+
+def test_bench_compile_gallery_checks(monkeypatch):
+    """The gallery's first-run targets: at most 5 s, and at most half of DiscreteHMCGibbs's
+    on the mixture and the factorial HMM (only)."""
+    bench = _bench(monkeypatch)
+    common = {"num_warmup": 500, "num_samples": 500, "later_num_samples": 0}
+    rows = []
+    for name, ours, numpyro_s in (("mixture", 4.0, 10.0), ("fhmm", 6.0, 10.0), ("hmm", 4.5, 1.0)):
+        for sampler, seconds in ((bench.LBP_GIBBS_DEFAULT, ours), (bench.DHMC_GIBBS, numpyro_s)):
+            row = bench.Row("gallery", f"gallery-{name}", name, sampler, 0, **common)
+            row.first_run_s = seconds
+            rows.append(row)
+    checks = {check["check"]: check for check in bench.issue_checks(rows)}
+    assert len(checks) == 5
+    ratio = checks[f"{bench.LBP_GIBBS_DEFAULT} gallery-fhmm: first run s / DiscreteHMCGibbs's"]
+    assert ratio["value"] == 0.6 and not ratio["met"]
+    assert checks[f"{bench.LBP_GIBBS_DEFAULT} gallery-hmm: first run s"]["met"]
+    assert [c["met"] for c in checks.values()] == [True, True, False, False, True]
