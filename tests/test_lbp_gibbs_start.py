@@ -2,6 +2,8 @@
 it reads the model's structure as an eager ``init`` does, a later run with the same
 arguments reuses the program, and the state is the one an op-by-op ``init`` reaches."""
 
+import pickle
+
 import numpy as np
 
 import jax
@@ -14,6 +16,7 @@ import numpyro.distributions as dist
 from numpyro.infer import MCMC, NUTS
 
 from numpyro_discrete import LBPGibbs
+from numpyro_discrete.numpyro_internals import SAMPLE_FN_ATTRIBUTE
 
 
 def hmm_with_scan(y):
@@ -72,6 +75,11 @@ def test_a_later_run_with_the_same_arguments_reuses_the_compiled_start():
     # new data: a new program
     kernel.init(random.key(1), 5, None, (y + 1.0,), {})
     assert len(traced) == 2 and kernel._compiled_init is not compiled
+    # pickled, the kernel drops what closes over the arguments, and numpyro's `Gibbs` its
+    # step, so that a run of the restored kernel initialises it again
+    del kernel._start
+    restored = pickle.loads(pickle.dumps(kernel))
+    assert restored._compiled_init is None and getattr(restored, SAMPLE_FN_ATTRIBUTE) is None
 
 
 def test_traced_and_op_by_op_starts_give_the_same_state():

@@ -478,7 +478,7 @@ class LBPGibbs(Gibbs):
 
     def __getstate__(self) -> dict[str, Any]:
         # the compiled init closes over the model's arguments: compiled again after unpickling
-        return {**self.__dict__, "_compiled_init": None}
+        return {**super().__getstate__(), "_compiled_init": None}
 
 
 def _same_objects(a: Any, b: Any) -> bool:
