@@ -161,10 +161,9 @@ SAMPLERS = (
     DHMC_GIBBS,
 )
 KINDS = ("runs", "progress_bar", "e2e", "first")
-#: The gallery models of the "gallery" case (``--quick``: the first only) and the sizes of
-#: their one first run (issue 31's: 500 + 500 steps, one chain; ``--quick`` 50 + 50).
+#: The gallery models of the "gallery" case (``--quick``: the first only); their one first
+#: run is ``gallery_steps`` warmup steps and draws (issue 31's 500 + 500, one chain).
 GALLERY_MODELS = ("mixture", "fhmm", "hmm", "change_point", "variable_selection", "sbm")
-GALLERY_STEPS = {"full": 500, "quick": 50}
 
 FULL = {
     "ising_p": 50,
@@ -174,7 +173,7 @@ FULL = {
     "e2e_num_warmup": 2000,
     "e2e_num_samples": 20000,
     "min_long_seconds": 2.0,
-    "gallery_steps": GALLERY_STEPS["full"],
+    "gallery_steps": 500,
 }
 QUICK = {
     "ising_p": 50,
@@ -184,7 +183,7 @@ QUICK = {
     "e2e_num_warmup": 200,
     "e2e_num_samples": 2000,
     "min_long_seconds": 0.5,
-    "gallery_steps": GALLERY_STEPS["quick"],
+    "gallery_steps": 50,
 }
 #: The later run of ``L = LATER_FACTOR * S`` draws that gives the per-step cost.
 LATER_FACTOR = 5
