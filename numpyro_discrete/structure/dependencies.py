@@ -13,14 +13,10 @@ integer arrays of shape ``value.shape + (K,)``, padded with ``-1``.
   on those indices, plus on every element of its operand that it may read (all of them but
   for the operand's batching axes: ``jnp.take_along_axis(logits, z[:, None], 1)`` reads row
   ``i`` of ``logits`` for term ``i`` only).
-- A ``scan`` (``lax.scan``, numpyro's ``contrib.control_flow.scan``) is unrolled: its body
-  is evaluated once per iteration, in the scan's order, the carry's sets flowing from one
-  iteration to the next and each iteration seeing its slice of the ``xs``; the ``ys``' sets
-  are stacked. Values the rules read in the body (a counter carried through the scan and
-  used as an index) are those of the iteration: the carries, and the values the first
-  iterations read, come for every iteration at once from one evaluation of the scan. A
-  chain (an HMM's ``x_t ~ Categorical(trans[x_{t-1}])`` in the body) stays a chain; a
-  carry accumulating every ``x`` depends on all of them.
+- A ``scan`` (``lax.scan``, numpyro's ``contrib.control_flow.scan``) is unrolled
+  (:mod:`~numpyro_discrete.structure.scan_dependencies`): a chain (an HMM's
+  ``x_t ~ Categorical(trans[x_{t-1}])`` in the body) stays a chain; a carry accumulating
+  every ``x`` depends on all of them.
 - **Sound by construction**: an operation without a rule (while loops, conditionals, sorts,
   scatters, FFTs, a scan with parameters this module does not know, ...) makes every
   output element depend on every coordinate any of its inputs depends on, and a
@@ -42,7 +38,6 @@ integer arrays of shape ``value.shape + (K,)``, padded with ``-1``.
 """
 
 from collections.abc import Callable, Mapping, Sequence
-import math
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -59,63 +54,18 @@ from numpyro_discrete.structure.data_moves import (
     data_operands,
     padded,
 )
-from numpyro_discrete.structure.lazy_values import (
-    Lazy,
-    force,
-    lazy_outputs,
-    on_host,
-    scan_runner,
-    split_at,
-    typed,
+from numpyro_discrete.structure.dependency_sets import SetAlgebra, same_sets
+from numpyro_discrete.structure.lazy_values import force, lazy_outputs
+from numpyro_discrete.structure.primitives import (
+    CALL_JAXPR_PARAMS,
+    CUMULATIVE,
+    ELEMENTWISE,
+    REDUCTIONS,
+    is_locally_constant,
 )
+from numpyro_discrete.structure.scan_dependencies import unroll_scan
 
 __all__ = ["TermDependencies", "detect_dependencies"]
-
-
-# operations whose output element i is computed from the operands' elements i only
-_ELEMENTWISE = frozenset(
-    """abs acos acosh add add_any and asin asinh atan atan2 atanh bessel_i0e bessel_i1e cbrt ceil
-    clamp convert_element_type copy copy_p cos cosh digamma div eq erf erf_inv erfc exp exp2
-    expm1 floor ge gt igamma igammac imag integer_pow is_finite le lgamma log log1p logistic
-    lt max min mul ne neg nextafter not or polygamma population_count pow real
-    reduce_precision regularized_incomplete_beta rem round rsqrt select_n shift_left
-    shift_right_arithmetic shift_right_logical sign sin sinh sqrt square stop_gradient sub
-    tan tanh xor zeta""".split()
-)
-# operations locally constant in their inputs: a derivative never sees through them
-_LOCALLY_CONSTANT = frozenset("eq ne lt le gt ge is_finite sign floor ceil round".split())
-_REDUCTIONS = frozenset(
-    "reduce_sum reduce_max reduce_min reduce_prod reduce_and reduce_or reduce_xor argmax "
-    "argmin".split()
-)
-_CUMULATIVE = frozenset("cumsum cumprod cummax cummin cumlogsumexp".split())
-# the parameters of ``scan`` its rule knows (``unroll`` and ``linear`` change nothing here)
-_SCAN_PARAMS = frozenset(
-    "reverse length jaxpr num_consts num_carry unroll linear _split_transpose".split()
-)
-# a scan's iterations in which the analysis records the values its rules read in the body
-# (computed for every later iteration at once, by one evaluation of the scan)
-_RECORDED_STEPS = 2
-# and the largest number of elements of one of those values over all iterations (larger
-# ones are computed again in each iteration that reads them)
-_RECORDED_SIZE = 10**7
-# the errors of values that cannot be read (traced by an enclosing transformation)
-_TRACED = (
-    jax.errors.ConcretizationTypeError,
-    jax.errors.TracerArrayConversionError,
-    jax.errors.TracerIntegerConversionError,
-)
-# call-like operations: the inner jaxpr's inputs and outputs are the operation's own
-_CALL_JAXPR_PARAMS = {
-    "jit": "jaxpr",
-    "pjit": "jaxpr",
-    "closed_call": "call_jaxpr",
-    "core_call": "call_jaxpr",
-    "custom_jvp_call": "call_jaxpr",
-    "custom_vjp_call": "call_jaxpr",
-    "remat2": "jaxpr",
-    "checkpoint": "jaxpr",
-}
 
 
 class TermDependencies(NamedTuple):
@@ -200,62 +150,18 @@ def detect_dependencies(
     )
 
 
-class _Analysis:
+class _Analysis(SetAlgebra):
     """One evaluation of a jaxpr with the dependency sets of its values. ``num_coords`` (one
     past the last coordinate) stands for "every coordinate" in a set."""
 
     def __init__(self, num_coords: int, max_set_size: int, smooth_only: bool = False) -> None:
-        self.everything = num_coords
-        self.max_set_size = max_set_size
+        super().__init__(num_coords, max_set_size)
         self.smooth_only = smooth_only
         # compiled evaluations of scans returning what their rule reads (a nested scan's
         # is compiled once, not once per iteration of the outer one)
         self.scan_runners: dict[tuple, Callable] = {}
         # whether a rule read a value depending on an input other than x
         self.read_varying = False
-
-    # --- sets -------------------------------------------------------------------------------
-
-    def compact(self, sets: np.ndarray) -> np.ndarray | None:
-        """Deduplicate the last axis; too large sets or sets holding "every" become dense."""
-        shape, width = sets.shape[:-1], sets.shape[-1]
-        rows = np.sort(sets.reshape(-1, width), axis=1)
-        if width > 1:
-            rows[:, 1:][rows[:, 1:] == rows[:, :-1]] = PAD
-        count = (rows >= 0).sum(axis=1)
-        if not count.any():
-            return None
-        dense = (rows == self.everything).any(axis=1) | (count > self.max_set_size)
-        rows = -np.sort(-rows, axis=1)  # descending: the padding goes last
-        rows = rows[:, : max(1, min(int(count.max()), self.max_set_size))]
-        rows[dense] = PAD
-        rows[dense, 0] = self.everything
-        return rows.reshape(shape + rows.shape[-1:])
-
-    def union(self, sets: Sequence[np.ndarray | None], shape: tuple[int, ...]) -> np.ndarray | None:
-        """Elementwise union of `sets` broadcast to `shape`."""
-        distinct = {id(s): s for s in sets if s is not None}.values()  # (x == x: one set)
-        present = [np.broadcast_to(s, shape + s.shape[-1:]) for s in distinct]
-        if not present:
-            return None
-        if len(present) == 1:
-            return present[0]
-        return self.compact(np.concatenate(present, axis=-1))
-
-    def union_over_axes(self, sets: np.ndarray, shape: tuple, axes: Sequence[int]) -> np.ndarray:
-        """The union over `axes` of `sets` (broadcast to `shape`), those axes removed."""
-        sets = np.broadcast_to(sets, shape + sets.shape[-1:])
-        kept = [axis for axis in range(len(shape)) if axis not in axes]
-        moved = np.transpose(sets, kept + list(axes) + [len(shape)])
-        return self.compact(moved.reshape(tuple(shape[a] for a in kept) + (-1,)))
-
-    def everything_of(self, sets: Sequence[np.ndarray | None]) -> np.ndarray | None:
-        """One set: the union of every element of `sets`."""
-        flat = [s.reshape(1, -1) for s in sets if s is not None]
-        if not flat:
-            return None
-        every = self.compact(np.concatenate(flat, axis=1))
-        return None if every is None else every[0]
 
     # --- evaluation -------------------------------------------------------------------------
 
@@ -307,19 +213,19 @@ class _Analysis:
         self, eqn: Any, invals: list, insets: list, invarying: list
     ) -> tuple[list, list, list]:
         name = eqn.primitive.name
-        if name in _CALL_JAXPR_PARAMS and any(s is not None for s in insets):
-            inner = eqn.params[_CALL_JAXPR_PARAMS[name]]
+        if name in CALL_JAXPR_PARAMS and any(s is not None for s in insets):
+            inner = eqn.params[CALL_JAXPR_PARAMS[name]]
             if isinstance(inner, jex.ClosedJaxpr):
                 return self.eval_jaxpr(inner.jaxpr, inner.consts, invals, insets, invarying)
             return self.eval_jaxpr(inner, (), invals, insets, invarying)
         if name == "scan" and any(s is not None for s in insets):
-            unrolled = self.scan(eqn, invals, insets, invarying)
+            unrolled = unroll_scan(self, eqn, invals, insets, invarying)
             if unrolled is not None:
                 return unrolled
         params = eqn.primitive.get_bind_params(eqn.params)
         outvals = lazy_outputs(eqn, invals, params)
         outvarying = [any(invarying)] * len(outvals)
-        if all(s is None for s in insets) or (self.smooth_only and _locally_constant(eqn)):
+        if all(s is None for s in insets) or (self.smooth_only and is_locally_constant(eqn)):
             return outvals, [None] * len(outvals), outvarying
         shapes = [tuple(var.aval.shape) for var in eqn.outvars]
         inshapes = [tuple(var.aval.shape) for var in eqn.invars]
@@ -331,7 +237,7 @@ class _Analysis:
             outsets = [self.times_constant(invals, insets, shapes[0])]
         elif name == "select_n" and insets[0] is None:
             outsets = [self.select(invals[0], insets[1:], shapes[0], invarying[0])]
-        elif name in _ELEMENTWISE:
+        elif name in ELEMENTWISE:
             outsets = [self.union(insets, shape) for shape in shapes]
         elif name in DATA_MOVES and all(
             s is None for i, s in enumerate(insets) if i not in data_operands(name, len(insets))
@@ -351,9 +257,9 @@ class _Analysis:
             if insets[1] is None:
                 self.note_read(invarying[1])
             outsets = [self.gather(invals, insets, inshapes, shapes[0], params)]
-        elif name in _REDUCTIONS:
+        elif name in REDUCTIONS:
             outsets = [self.union_over_axes(insets[0], inshapes[0], tuple(params["axes"]))]
-        elif name in _CUMULATIVE:
+        elif name in CUMULATIVE:
             axis = params["axis"]
             reduced = self.union_over_axes(insets[0], inshapes[0], (axis,))
             outsets = [
@@ -398,7 +304,7 @@ class _Analysis:
         if varies:
             every = self.union(cases, shape)
             every = None if every is None else self.compact(np.asarray(every))
-            self.note_read(not _same_sets(taken, every, shape))
+            self.note_read(not same_sets(taken, every, shape))
         return taken
 
     def gather(
@@ -463,129 +369,6 @@ class _Analysis:
             reduced = np.expand_dims(reduced, axis)
         return np.broadcast_to(reduced, shape + reduced.shape[-1:])
 
-    def scan(
-        self, eqn: Any, invals: list, insets: list, invarying: list
-    ) -> tuple[list, list, list] | None:
-        """A ``scan`` unrolled: its body evaluated once per iteration with the sets of the
-        iteration's inputs (the consts', the carry's from the previous iteration, the
-        iteration's slice of the ``xs``'), the ``ys``' sets stacked; ``None`` (no rule) for
-        parameters this rule does not know."""
-        params = eqn.params
-        if set(params) - _SCAN_PARAMS or params.get("_split_transpose", False):
-            return None
-        closed = params["jaxpr"]
-        if isinstance(closed, jex.ClosedJaxpr):
-            body, body_consts = closed.jaxpr, closed.consts
-        else:
-            body, body_consts = closed, ()
-        length, reverse = int(params["length"]), bool(params["reverse"])
-        num_consts, num_carry = int(params["num_consts"]), int(params["num_carry"])
-        outvals = lazy_outputs(eqn, invals, eqn.primitive.get_bind_params(params))
-        consts, init, xs = split_at(invals, num_consts, num_carry)
-        const_sets, carry_sets, xs_sets = split_at(insets, num_consts, num_carry)
-        const_varying, carry_varying, xs_varying = split_at(invarying, num_consts, num_carry)
-        ys_varying = [False] * (len(eqn.outvars) - num_carry)
-        xs_shapes = [tuple(var.aval.shape) for var in eqn.invars[num_consts + num_carry :]]
-        xs_sets = [
-            None if s is None else np.broadcast_to(s, shape + s.shape[-1:])
-            for s, shape in zip(xs_sets, xs_shapes, strict=True)
-        ]
-        # values, read only where a rule needs them: the xs on the host, sliced per
-        # iteration; the carries entering every iteration and the variables of the body the
-        # rules read in the first iterations, from one evaluation of the scan returning them
-        xs_host = [Lazy(lambda v=v: on_host(force(v))) for v in xs]
-        in_avals = [var.aval for var in eqn.invars]
-        eqn_vars = {var for e in body.eqns for var in e.outvars if not isinstance(var, jex.DropVar)}
-        read_vars: dict = {}  # (ordered set) the body's variables the rules read
-        computed: Lazy | None = None
-        computed_vars: tuple = ()
-        y_shapes = [tuple(var.aval.shape[1:]) for var in eqn.outvars[num_carry:]]
-        y_sets: list[list] = [[None] * length for _ in y_shapes]
-        carry, known = init, None
-        for step in range(length):
-            t = length - 1 - step if reverse else step
-            if step:
-                if computed is None or len(read_vars) > len(computed_vars):
-                    computed_vars = tuple(read_vars)
-                    computed = Lazy(
-                        lambda extra=computed_vars: self.scan_values(
-                            closed, in_avals, consts, init, xs, length, reverse, extra
-                        )
-                    )
-                    if computed_vars:
-                        # the rules read values in the body: computed now, and where they
-                        # cannot be (an input traced by an enclosing transformation), no rule
-                        try:
-                            computed.get()
-                        except _TRACED:
-                            return None
-                carry = [
-                    Lazy(lambda k=k, t=t, c=computed: c.get()[0][k][t]) for k in range(num_carry)
-                ]
-                known = {
-                    var: Lazy(lambda j=j, t=t, c=computed: c.get()[1][j][t])
-                    for j, var in enumerate(computed_vars)
-                }
-            x_values = [Lazy(lambda v=v, t=t: v.get()[t]) for v in xs_host]
-            x_sets = [None if s is None else s[t] for s in xs_sets]
-            values: dict = {}
-            _, outsets, outvarying = self.eval_jaxpr(
-                body,
-                body_consts,
-                [*consts, *carry, *x_values],
-                [*const_sets, *carry_sets, *x_sets],
-                [*const_varying, *carry_varying, *xs_varying],
-                known,
-                values,
-            )
-            carry_varying = outvarying[:num_carry]
-            ys_varying = [a or b for a, b in zip(ys_varying, outvarying[num_carry:], strict=True)]
-            if step < _RECORDED_STEPS:
-                read_vars.update(
-                    (var, None)
-                    for var, value in values.items()
-                    if var in eqn_vars
-                    and isinstance(value, Lazy)
-                    and value.done
-                    and math.prod(var.aval.shape) * length <= _RECORDED_SIZE
-                )
-            carry_sets = outsets[:num_carry]
-            for stacked, s in zip(y_sets, outsets[num_carry:], strict=True):
-                stacked[t] = s
-        stacked_sets = [self.stack(s, shape) for s, shape in zip(y_sets, y_shapes, strict=True)]
-        return outvals, list(carry_sets) + stacked_sets, list(carry_varying) + ys_varying
-
-    def scan_values(
-        self,
-        closed: Any,
-        in_avals: list,
-        consts: list,
-        init: list,
-        xs: list,
-        length: int,
-        reverse: bool,
-        extra: tuple,
-    ) -> tuple[list, list]:
-        """The carry entering each iteration of a scan and the values of the body's variables
-        `extra`, stacked by the position of the iteration's slice of the xs (one evaluation
-        of the scan of inputs of types `in_avals`)."""
-        key = (closed, extra, len(init), length, reverse)
-        if key not in self.scan_runners:
-            self.scan_runners[key] = jax.jit(scan_runner(closed, len(init), length, reverse, extra))
-        inputs = [
-            typed(force(v), aval) for v, aval in zip(consts + init + xs, in_avals, strict=True)
-        ]
-        carries, read = self.scan_runners[key](*split_at(inputs, len(consts), len(init)))
-        return [on_host(v) for v in carries], [on_host(v) for v in read]
-
-    def stack(self, sets: list, shape: tuple) -> np.ndarray | None:
-        """`sets` of arrays of `shape` stacked along a new leading axis."""
-        present = [s for s in sets if s is not None]
-        if not present:
-            return None
-        width = max(s.shape[-1] for s in present)
-        return self.compact(np.stack([padded(s, shape, width) for s in sets]))
-
     def dot_general(
         self, inshapes: list, insets: list, shape: tuple, params: dict
     ) -> np.ndarray | None:
@@ -609,19 +392,3 @@ class _Analysis:
                 reduced = np.expand_dims(reduced, insert_at)
             parts.append(reduced)
         return self.union(parts, shape)
-
-
-def _same_sets(a: np.ndarray | None, b: np.ndarray | None, shape: tuple) -> bool:
-    """Whether two compacted set arrays hold the same set at every element of `shape`."""
-    if a is None or b is None:
-        return a is None and b is None
-    width = max(a.shape[-1], b.shape[-1])
-    return bool(np.array_equal(padded(a, shape, width), padded(b, shape, width)))
-
-
-def _locally_constant(eqn: Any) -> bool:
-    if eqn.primitive.name in _LOCALLY_CONSTANT:
-        return True
-    if eqn.primitive.name == "convert_element_type":
-        return not jnp.issubdtype(eqn.params["new_dtype"], jnp.inexact)
-    return False
