@@ -175,7 +175,7 @@ def path_transition_matrix(local_fn, neighbourhood, states, path_length, balanci
     Returns the matrix and the forward mass of all paths per state (which must be 1);
     checks that every proposable move is undone by its reverse path.
     """
-    from numpyro_discrete.core import path
+    from numpyro_discrete.core import path, path_draw
     from numpyro_discrete.core.balancing import get_balancing, log_weights
 
     states = np.asarray(states, np.int32)
@@ -192,7 +192,7 @@ def path_transition_matrix(local_fn, neighbourhood, states, path_length, balanci
 
     def move(x, coords, choices):
         log_p_x, d_x = local_fn(x)
-        forward = path.path_from_coords(coords, choices, path_length, num_coords)
+        forward = path_draw.path_from_coords(coords, choices, path_length, num_coords)
         y = path.apply_path(x, forward, neighbourhood)
         log_q_forward = path.path_log_prob(log_weights(log_balancing, d_x), forward)
         log_p_y, d_y = local_fn(y)

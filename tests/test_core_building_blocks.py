@@ -19,7 +19,7 @@ from jax.extend.random import threefry_2x32 as jax_threefry_2x32
 import jax.numpy as jnp
 from jax.scipy.special import logsumexp
 
-from numpyro_discrete.core import path, state
+from numpyro_discrete.core import path, path_draw, state
 from numpyro_discrete.core.balancing import get_balancing, log_weights
 from numpyro_discrete.core.local_ratios import exact_local_fn, gradient_local_fn, mixed_local_fn
 from numpyro_discrete.core.neighbourhood import (
@@ -130,7 +130,9 @@ def test_sampled_paths_follow_the_sequential_draw(chunk_size):
     paths, probs = _exact_path_distribution(log_w[:, 0], path_length)
     sample = jax.jit(
         jax.vmap(
-            lambda key: path.sample_path(key, log_w, jnp.int32(path_length), length, chunk_size)
+            lambda key: path_draw.sample_path(
+                key, log_w, jnp.int32(path_length), length, chunk_size
+            )
         )
     )
     sampled = sample(random.split(random.key(0), draws))
@@ -151,7 +153,7 @@ def test_completion_reaches_coordinates_whose_weight_underflows():
     weight order (log-weight gaps of 50 or more are crossed with probability below
     ``e^-50``)."""
     log_w = jnp.asarray([[-300.0], [0.0], [-inf], [-50.0], [-200.0]], jnp.float32)
-    sample = jax.jit(jax.vmap(lambda key: path.sample_path(key, log_w, jnp.int32(4), 4)))
+    sample = jax.jit(jax.vmap(lambda key: path_draw.sample_path(key, log_w, jnp.int32(4), 4)))
     sampled = sample(random.split(random.key(1), 1000))
     np.testing.assert_array_equal(np.asarray(sampled.coords), np.tile([1, 3, 4, 0], (1000, 1)))
 
@@ -190,7 +192,7 @@ def test_path_log_prob_with_precomputed_off_path_mass(reverse):
     d = jnp.asarray(np.random.default_rng(1).normal(size=(40, 1)) * 3)
     log_w = log_weights(get_balancing("sqrt"), d)
     for seed in range(5):
-        p = path.sample_path(random.key(seed), log_w, jnp.int32(9), 16)
+        p = path_draw.sample_path(random.key(seed), log_w, jnp.int32(9), 16)
         off = path.off_path_log_mass(log_w[:, 0], p.on_path)
         np.testing.assert_allclose(
             path.path_log_prob(log_w, p, reverse, off),
@@ -223,12 +225,12 @@ def test_chunked_path_probabilities_equal_the_definition(num_candidates, chunk_s
         # the reverse path's candidate at each coordinate (the kernel's restoring value)
         restoring = jnp.asarray(rng.integers(num_candidates, size=num_coords))
         log_w_coord = jnp.stack([logsumexp(log_w_y, axis=1), logsumexp(log_w_x, axis=1)])
-        buffer = path._buffer_size(num_coords, chunk_size)
+        buffer = path_draw.buffer_size(num_coords, chunk_size)
         for seed, length in enumerate([1, 2, 5, 7, 13, 20]):
-            drawn = path._draw(
+            drawn = path_draw.draw_into_buffers(
                 random.key(seed), log_w_x, log_w_coord[1], length, buffer, chunk_size, None
             )
-            forward = path.path_from_coords(
+            forward = path_draw.path_from_coords(
                 drawn.coords[:num_coords], drawn.choices[:num_coords], length, num_coords
             )
             np.testing.assert_array_equal(drawn.on_path, forward.on_path)
@@ -272,7 +274,7 @@ def test_extreme_log_ratios_give_finite_proposal_probabilities(x64, balancing):
         d = jnp.asarray(np.random.default_rng(0).choice([-1e4, -3e3, 0.0, 1e4], (num_coords, 1)))
         log_w = log_weights(get_balancing(balancing), d)
         for seed in range(5):
-            p = path.sample_path(random.key(seed), log_w, jnp.int32(length), length)
+            p = path_draw.sample_path(random.key(seed), log_w, jnp.int32(length), length)
             for reverse in (False, True):
                 log_q = path.path_log_prob(log_w, p, reverse)
                 assert jnp.isfinite(log_q) and log_q <= 0.0

@@ -10,7 +10,7 @@ import jax
 from jax import random
 import jax.numpy as jnp
 
-from numpyro_discrete.core import path, state
+from numpyro_discrete.core import path, path_draw, state
 from numpyro_discrete.core.balancing import get_balancing, log_weights
 from numpyro_discrete.core.local_ratios import exact_local_fn, gradient_local_fn, mixed_local_fn
 from numpyro_discrete.core.neighbourhood import (
@@ -69,7 +69,7 @@ def test_reverse_probability_is_the_reversed_path_drawn_forwards(x64, path_lengt
     order = np.array([3, 0, 4, 1, 2])
     reversed_order = np.r_[np.arange(path_length)[::-1], np.arange(path_length, NUM_COORDS)]
     choices = jnp.zeros(NUM_COORDS, jnp.int32)
-    forward = path.path_from_coords(jnp.asarray(order), choices, path_length, NUM_COORDS)
+    forward = path_draw.path_from_coords(jnp.asarray(order), choices, path_length, NUM_COORDS)
     explicit = forward._replace(coords=jnp.asarray(order[reversed_order]))
     np.testing.assert_allclose(
         path.path_log_prob(log_w, forward, reverse=True),

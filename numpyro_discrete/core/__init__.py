@@ -6,7 +6,8 @@ directly on a flat integer state and a local-ratio function.
 - :mod:`~numpyro_discrete.core.local_ratios`: local log-ratio tables, gradient or exact.
 - :mod:`~numpyro_discrete.core.balancing`: locally balanced weight functions.
 - :mod:`~numpyro_discrete.core.state`: the chain state, the step info, the M-H accept step.
-- :mod:`~numpyro_discrete.core.path`: the LBP-R path proposal.
+- :mod:`~numpyro_discrete.core.path`: the LBP-R path proposal and step;
+  :mod:`~numpyro_discrete.core.path_draw`: drawing its path.
 - :mod:`~numpyro_discrete.core.path_length`: rounding and adaptation of the path length (ALBP).
 - :mod:`~numpyro_discrete.core.coordinatewise`: the coordinate-wise proposal (DMALA, ACS).
 - :mod:`~numpyro_discrete.core.cyclical` and :mod:`~numpyro_discrete.core.tuning_plan`: ACS's
@@ -22,6 +23,7 @@ from numpyro_discrete.core import (
     neighbourhood,
     noise,
     path,
+    path_draw,
     path_length,
     state,
     tuning_plan,
@@ -35,6 +37,7 @@ __all__ = [
     "neighbourhood",
     "noise",
     "path",
+    "path_draw",
     "path_length",
     "state",
     "tuning_plan",
