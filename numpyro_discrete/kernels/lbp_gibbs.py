@@ -1,115 +1,32 @@
 """numpyro kernel for models with discrete latent sites, continuous ones or not:
-:class:`LBPGibbs`, the discrete sites moved by a locally balanced kernel
-(:class:`~numpyro_discrete.ALBP` by default) and the continuous ones by an inner
-``HMC``/``NUTS``, one sweep of each per step, as a two-block instance of numpyro's composable
-:class:`~numpyro.infer.gibbs.Gibbs`; a drop-in replacement for numpyro's ``DiscreteHMCGibbs``
-and ``MixedHMC``."""
+:class:`LBPGibbs`, the discrete sites moved by a discrete kernel (by default
+:class:`~numpyro_discrete.AutoDiscrete`'s choice from the model's structure) and the
+continuous ones by an inner ``HMC``/``NUTS``, one sweep of each per step, as a two-block
+instance of numpyro's composable :class:`~numpyro.infer.gibbs.Gibbs`; a drop-in replacement
+for numpyro's ``DiscreteHMCGibbs`` and ``MixedHMC``."""
 
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import jax
 from jax import random
-import jax.numpy as jnp
 
-from numpyro.infer.gibbs import Gibbs, GibbsState, subsample_plate_sizes
-from numpyro.infer.hmc import HMC, HMCState
-from numpyro.infer.hmc_gibbs import HMCECS
+from numpyro.infer.gibbs import Gibbs, GibbsState
+from numpyro.infer.hmc import HMC
 from numpyro.infer.mcmc import MCMCKernel
 from numpyro.util import is_prng_key
 
 from numpyro_discrete.kernels.auto import AutoDiscrete
 from numpyro_discrete.kernels.lbp import ALBP
+from numpyro_discrete.kernels.lbp_gibbs_checks import check_arguments, check_model_sites
+from numpyro_discrete.kernels.lbp_gibbs_state import LBPGibbsState
 from numpyro_discrete.kernels.repeated import RepeatedKernel
 from numpyro_discrete.model.chain_start import init_strategy_start
 from numpyro_discrete.model.layout import discrete_sites
-from numpyro_discrete.model.sites import ModelSites, model_sites
+from numpyro_discrete.model.sites import ModelSites
 from numpyro_discrete.numpyro_internals import SAMPLE_FN_ATTRIBUTE, use_gibbs_state_class
 
 __all__ = ["LBPGibbs", "LBPGibbsState"]
-
-
-class LBPGibbsState(GibbsState):
-    """
-    State of :class:`LBPGibbs`: numpyro's :class:`~numpyro.infer.gibbs.GibbsState` with two
-    blocks, the discrete kernel's state first and the inner HMC/NUTS state second; one block,
-    the discrete kernel's state, for a model without continuous latent sites.
-
-    - **z** - dict of the current values of all latent sites: discrete sites as the model
-      draws them (integers), continuous sites in the inner kernel's unconstrained space
-      (``MCMC.get_samples`` returns them constrained).
-    - **block_states** - ``(discrete_state, hmc_state)``.
-    - **rng_key** - random key for the next step.
-
-    Properties, usable as ``extra_fields`` of :meth:`~numpyro.infer.MCMC.run`:
-
-    - **discrete_state** - the discrete kernel's state (``LBPState`` for ``LBP``/``ALBP``),
-      so ``"discrete_state.<field>"`` reaches any of its fields.
-    - **hmc_state** - the inner kernel's :data:`~numpyro.infer.hmc.HMCState`, so
-      ``"hmc_state.<field>"`` reaches any of its fields, e.g. ``"hmc_state.accept_prob"``,
-      ``"hmc_state.num_steps"``, ``"hmc_state.adapt_state.step_size"``; a ``ValueError``
-      for a model without continuous sites (no inner kernel runs).
-    - **accept_prob**, **mean_accept_prob**, **path_length**, **num_changed** - shortcuts to
-      the fields of the same names of the *discrete* state (the names of the standalone
-      kernels); a shortcut the discrete kernel's state lacks (``path_length`` of
-      :class:`~numpyro_discrete.ACS`) raises a ``ValueError`` naming the fields it has.
-    - **diverging** - shortcut to ``hmc_state.diverging`` (collected by default, as for
-      ``NUTS``, so that :meth:`~numpyro.infer.MCMC.print_summary` counts divergences);
-      ``False`` without continuous sites (no HMC trajectory, no divergence).
-    """
-
-    __slots__ = ()
-
-    @property
-    def discrete_state(self) -> Any:
-        return self.block_states[0]
-
-    @property
-    def hmc_state(self) -> HMCState:
-        if len(self.block_states) == 1:
-            # not an AttributeError (see `_discrete_field`)
-            raise ValueError(
-                "LBPGibbsState.hmc_state: the model has no continuous latent sites, so "
-                "LBPGibbs runs its discrete kernel alone and no inner-kernel state exists; "
-                "collect the discrete kernel's fields instead, e.g. 'accept_prob' or "
-                "'discrete_state.<field>'."
-            )
-        return self.block_states[1]
-
-    def _discrete_field(self, name: str) -> jax.Array:
-        state = self.discrete_state
-        if name not in state._fields:
-            # not an AttributeError: numpyro's field getter catches those and falls back to
-            # indexing, which would replace this message with an unrelated TypeError
-            fields = [f for f in state._fields if f not in ("z", "rng_key")]
-            raise ValueError(
-                f"LBPGibbsState.{name}: the discrete kernel's state ({type(state).__name__}) "
-                f"has no field `{name}`; collect one of its own fields instead, e.g. "
-                f"{['discrete_state.' + f for f in fields]}."
-            )
-        return getattr(state, name)
-
-    @property
-    def accept_prob(self) -> jax.Array:
-        return self._discrete_field("accept_prob")
-
-    @property
-    def mean_accept_prob(self) -> jax.Array:
-        return self._discrete_field("mean_accept_prob")
-
-    @property
-    def path_length(self) -> jax.Array:
-        return self._discrete_field("path_length")
-
-    @property
-    def num_changed(self) -> jax.Array:
-        return self._discrete_field("num_changed")
-
-    @property
-    def diverging(self) -> jax.Array:
-        if len(self.block_states) == 1:
-            return jnp.zeros(jnp.shape(self.rng_key), bool)
-        return self.hmc_state.diverging
 
 
 class LBPGibbs(Gibbs):
@@ -227,53 +144,17 @@ class LBPGibbs(Gibbs):
         modified: bool = False,
         num_discrete_updates: int | None = None,
     ) -> None:
-        _check_numpyro_arguments(discrete_kernel, random_walk, modified, num_discrete_updates)
-        if isinstance(num_discrete_steps, bool) or not isinstance(num_discrete_steps, int):
-            raise TypeError(
-                f"LBPGibbs: `num_discrete_steps` must be a positive int, got "
-                f"{type(num_discrete_steps).__name__}."
-            )
-        if num_discrete_steps < 1:
-            raise ValueError(
-                f"LBPGibbs: `num_discrete_steps` must be >= 1 (moves of the discrete sites "
-                f"per step), got {num_discrete_steps}."
-            )
-        if isinstance(inner_kernel, HMCECS):
-            raise ValueError(
-                "LBPGibbs: `inner_kernel` is HMCECS, whose subsampled likelihood LBPGibbs "
-                "does not support (its moves need the full likelihood). Use "
-                "LBPGibbs(NUTS(model)) with the full data (no `subsample_size` in the "
-                "model's plates), or sum out the discrete sites with "
-                "`infer={'enumerate': 'parallel'}` and use HMCECS alone."
-            )
-        if not isinstance(inner_kernel, HMC):
-            raise ValueError(
-                f"LBPGibbs: `inner_kernel` must be numpyro's HMC or NUTS (it samples the "
-                f"continuous sites), got {type(inner_kernel).__name__}; build it as "
-                "LBPGibbs(NUTS(model))."
-            )
-        model = inner_kernel.model
-        if model is None:
-            raise ValueError(
-                "LBPGibbs: `inner_kernel` was built from `potential_fn`; LBPGibbs needs a "
-                "model to tell discrete sites from continuous ones. Build it as NUTS(model)."
-            )
+        model = check_arguments(
+            inner_kernel,
+            discrete_kernel,
+            num_discrete_steps,
+            random_walk,
+            modified,
+            num_discrete_updates,
+        )
         if discrete_kernel is None or discrete_kernel == "auto":
             # numpyro's `modified` Gibbs never proposes the current value: ALBP's moves
             discrete_kernel = ALBP(model) if modified else AutoDiscrete(model)
-        else:
-            name = type(discrete_kernel).__name__
-            if not isinstance(discrete_kernel, MCMCKernel) or isinstance(discrete_kernel, HMC):
-                raise ValueError(
-                    f"LBPGibbs: `discrete_kernel` must be 'auto' or a discrete MCMCKernel such as "
-                    f"LBP(model) or ALBP(model), got {name}."
-                )
-            if getattr(discrete_kernel, "model", None) is not model:
-                raise ValueError(
-                    f"LBPGibbs: `discrete_kernel` ({name}) must be built on the same model "
-                    "callable as `inner_kernel`, e.g. "
-                    f"LBPGibbs(NUTS(model), discrete_kernel={name}(model))."
-                )
         self.num_discrete_steps = num_discrete_steps
         if num_discrete_steps > 1:
             discrete_kernel = RepeatedKernel(discrete_kernel, num_discrete_steps)
@@ -306,25 +187,6 @@ class LBPGibbs(Gibbs):
     def default_fields(self) -> tuple[str, ...]:
         return ("z", "diverging")
 
-    def _check_model(self, rng_key: jax.Array, model_args: tuple, model_kwargs: dict) -> ModelSites:
-        """Errors that name the sites and the fix, before numpyro's generic ones."""
-        sites = model_sites(self.model, rng_key, model_args, model_kwargs)
-        if not sites.discrete:
-            raise ValueError(
-                f"LBPGibbs found no discrete latent sites to sample (continuous latent sites: "
-                f"{list(sites.continuous)}; sites marked `infer={{'enumerate': 'parallel'}}` "
-                "are summed out, not sampled). Use NUTS(model) alone for this model."
-            )
-        subsampled = subsample_plate_sizes(sites.trace)
-        if subsampled:
-            raise ValueError(
-                f"LBPGibbs: the model subsamples its data (plates {sorted(subsampled)} have a "
-                "`subsample_size`), and LBPGibbs's moves need the full likelihood. Remove "
-                "`subsample_size` from these plates, or sum out the discrete sites with "
-                "`infer={'enumerate': 'parallel'}` and use numpyro's HMCECS(NUTS(model))."
-            )
-        return sites
-
     def init(
         self,
         rng_key: jax.Array,
@@ -342,7 +204,7 @@ class LBPGibbs(Gibbs):
         kwargs = {} if model_kwargs is None else dict(model_kwargs)
         one_chain = is_prng_key(rng_key)
         key_check = rng_key if one_chain else rng_key[0]
-        sites = self._check_model(random.fold_in(key_check, 2), model_args, kwargs)
+        sites = check_model_sites(self.model, random.fold_in(key_check, 2), model_args, kwargs)
         self._discrete_only = not sites.continuous
         # numpyro's Gibbs passes the discrete block a prior draw of the sites the user left
         # out of `init_params`: the block may move those to a state of positive probability
@@ -490,39 +352,6 @@ def _same_objects(a: Any, b: Any) -> bool:
         x is y or (isinstance(x, int | float | str) and type(x) is type(y) and x == y)
         for x, y in zip(leaves_a, leaves_b, strict=True)
     )
-
-
-def _check_numpyro_arguments(
-    discrete_kernel: MCMCKernel | str | None,
-    random_walk: bool,
-    modified: bool,
-    num_discrete_updates: int | None,
-) -> None:
-    """The arguments of numpyro's DiscreteHMCGibbs and MixedHMC: accepted where they mean
-    what LBPGibbs does, refused with the alternative otherwise."""
-    for name, value in (("random_walk", random_walk), ("modified", modified)):
-        if not isinstance(value, bool):
-            raise TypeError(f"LBPGibbs: `{name}` must be a bool, got {value!r}.")
-    if random_walk:
-        raise ValueError(
-            "LBPGibbs: `random_walk=True` (DiscreteHMCGibbs's uniform proposals over a "
-            "site's values) is not available: LBPGibbs's discrete moves are informed, "
-            "locally balanced proposals. Drop `random_walk`, or keep numpyro's "
-            "DiscreteHMCGibbs for uniform proposals."
-        )
-    if modified and discrete_kernel not in (None, "auto"):
-        raise ValueError(
-            f"LBPGibbs: `modified=True` selects ALBP as the discrete kernel (its moves "
-            f"never propose a site's current value); with `discrete_kernel` given "
-            f"({type(discrete_kernel).__name__}), drop `modified`."
-        )
-    if num_discrete_updates is not None:
-        raise ValueError(
-            f"LBPGibbs: `num_discrete_updates={num_discrete_updates!r}` (MixedHMC's one-site "
-            "updates inside each HMC trajectory) has no LBPGibbs equivalent: each step "
-            "moves the discrete sites, several at once, then runs the inner kernel. Drop "
-            "it, or give `num_discrete_steps=k` for k discrete moves per step."
-        )
 
 
 use_gibbs_state_class(LBPGibbs, LBPGibbsState)
