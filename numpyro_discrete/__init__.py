@@ -2,10 +2,11 @@
 proposals with gradients, multi-site path moves, adaptive path lengths, chromatic Gibbs
 and exact chain-block Gibbs on the structure read from the model."""
 
-from numpyro_discrete.kernels.acs import ACS, DMALA, ACSState
+from numpyro_discrete.kernels.acs import ACS, ACSState
 from numpyro_discrete.kernels.auto import AutoDiscrete
 from numpyro_discrete.kernels.block_gibbs import BlockGibbs, BlockGibbsState
 from numpyro_discrete.kernels.chromatic import ChromaticGibbs, ChromaticGibbsState
+from numpyro_discrete.kernels.dmala import DMALA
 from numpyro_discrete.kernels.lbp import ALBP, LBP, LBPState
 from numpyro_discrete.kernels.lbp_gibbs import LBPGibbs, LBPGibbsState
 from numpyro_discrete.model.layout import SiteSupport, discrete_sites

@@ -1,28 +1,27 @@
-"""numpyro kernels for the coordinate-wise proposal with a step size and a balancing exponent:
-:class:`ACS` (cyclical schedules tuned during warmup) and :class:`DMALA` (one fixed pair).
-Both run the core proposal of :mod:`numpyro_discrete.core.coordinatewise` with the schedules
-of :mod:`numpyro_discrete.core.cyclical`; they differ in whether the schedules are tuned."""
+"""numpyro kernel :class:`ACS`: the coordinate-wise proposal with cyclical schedules of its
+step size and balancing exponent, tuned during warmup (:class:`~numpyro_discrete.DMALA`,
+:mod:`~numpyro_discrete.kernels.dmala`, is the same proposal with one fixed pair)."""
 
 from collections.abc import Callable, Mapping
 import dataclasses
-import math
-from typing import Any, NamedTuple
 
 import numpy as np
 
 import jax
-from jax import random
 import jax.numpy as jnp
 
-from numpyro_discrete.core import coordinatewise, cyclical, tuning_plan
-from numpyro_discrete.core.local_ratios import LocalFn
-from numpyro_discrete.core.neighbourhood import SupportKind, squared_distance_fn
-from numpyro_discrete.core.state import State
-from numpyro_discrete.kernels.base import DiscreteKernel
+from numpyro_discrete.core import cyclical, tuning_plan
+from numpyro_discrete.core.neighbourhood import SupportKind
+from numpyro_discrete.kernels.coordinatewise import (
+    ACSState,
+    CoordinatewiseKernel,
+    check_step_size,
+    is_number,
+)
 from numpyro_discrete.model.layout import SiteSupport
 from numpyro_discrete.model.target import DiscreteTarget
 
-__all__ = ["ACS", "ACSState", "DMALA", "EXACT_ORDINAL_MAX_EVALUATIONS"]
+__all__ = ["ACS", "ACSState", "EXACT_ORDINAL_MAX_EVALUATIONS"]
 
 EXACT_ORDINAL_MAX_EVALUATIONS = 64
 """With ``weights="auto"``, :class:`ACS` computes the ratios of its ordinal sites exactly when
@@ -32,56 +31,6 @@ otherwise gives them gradient ratios. Measured time per step against gradient ra
 most 1.2 times at 24 to 384 evaluations of a cheap log density (Gaussian bumps), 1.2 to 1.4
 times at 12 to 48 evaluations of a Poisson likelihood of 20,000 points, 0.9 to 3.4 times
 with 400,000 points."""
-
-
-class ACSState(NamedTuple):
-    """
-    State of :class:`ACS` and :class:`DMALA`.
-
-    - **i** - iteration. Not reset after warmup: tuning runs while ``i`` is below its budget.
-    - **z** - dict of the current values of the discrete sites, in the model's dtypes.
-    - **potential_energy** - potential energy ``-log pi(z)`` under the current conditioning.
-    - **log_ratios** - cached ``(N, M)`` table of local log-ratios at ``z`` (gradient or
-      exact, see ``weights``).
-    - **accept_prob** - acceptance probability ``min(1, A)`` of this step's proposal.
-    - **mean_accept_prob** - mean acceptance probability, restarted after warmup.
-    - **step_size** - the step size ``alpha`` this step used.
-    - **balancing** - the balancing exponent ``beta`` this step used (``g(t) = t^beta``).
-    - **cycle_position** - this step's position ``k`` in the cycle, ``0 <= k < cycle_length``
-      (``-1`` during the tuning steps).
-    - **num_changed** - number of coordinates this step changed.
-    - **mean_num_changed**, **coordinates_changed** - the mean number of coordinates a
-      step changed and which ones changed (``(N,)``), since warmup ended (since the start
-      during warmup), read by :mod:`~numpyro_discrete.kernels.stuck_coordinates`.
-    - **tuning** - :class:`~numpyro_discrete.core.cyclical.TuningState`: the schedules
-      (``tuning.step_size_max``, ``tuning.step_size_min``, ``tuning.balancing``, frozen
-      once tuning ends) and the bookkeeping of the tuning rounds.
-    - **rng_key** - random key for the next step.
-    """
-
-    i: jax.Array
-    z: dict[str, jax.Array]
-    potential_energy: jax.Array
-    log_ratios: jax.Array
-    accept_prob: jax.Array
-    mean_accept_prob: jax.Array
-    step_size: jax.Array
-    balancing: jax.Array
-    cycle_position: jax.Array
-    num_changed: jax.Array
-    mean_num_changed: jax.Array
-    coordinates_changed: jax.Array
-    tuning: cyclical.TuningState
-    rng_key: jax.Array
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float, np.integer, np.floating)) and math.isfinite(value)
-
-
-def _check_step_size(name: str, argument: str, value: Any) -> None:
-    if value is not None and not (_is_number(value) and value > 0):
-        raise ValueError(f"{name}: `{argument}` must be a finite number > 0, got {value!r}.")
 
 
 def _exact_ordinal_sites(target: DiscreteTarget, weights: str | Mapping[str, str]) -> list[str]:
@@ -120,75 +69,7 @@ def _exact_ordinal_sites(target: DiscreteTarget, weights: str | Mapping[str, str
     return sites if batches * num_candidates <= EXACT_ORDINAL_MAX_EVALUATIONS else []
 
 
-class _CoordinatewiseKernel(DiscreteKernel):
-    """What ACS and DMALA share: the state, the step, the schedules' configuration."""
-
-    def __init__(
-        self,
-        model: Callable | None,
-        potential_fn: Callable | None,
-        *,
-        config: cyclical.TuningConfig,
-        alpha_max: float | None,
-        alpha_min: float | None,
-        weights: str | Mapping[str, str],
-        ordinal_window: int | None,
-        supports: Mapping[str, SiteSupport] | None,
-    ) -> None:
-        super().__init__(
-            model, potential_fn, weights=weights, ordinal_window=ordinal_window, supports=supports
-        )
-        self._config = config
-        self._alpha_max = None if alpha_max is None else float(alpha_max)
-        self._alpha_min = None if alpha_min is None else float(alpha_min)
-        self._plan: tuning_plan.TuningPlan | None = None
-
-    def _tuning_plan(self) -> tuning_plan.TuningPlan:
-        raise NotImplementedError
-
-    def _setup(self, target: DiscreteTarget) -> None:
-        self._plan = self._tuning_plan()
-        self._transition = coordinatewise.build_kernel(
-            target.neighbourhood, squared_distance_fn(target.supports, target.move_scales)
-        )
-
-    def _init_state(self, rng_key: jax.Array, state: State) -> ACSState:
-        tuning = cyclical.init(state, self._config, self._alpha_max, self._alpha_min)
-        return ACSState(
-            **self._initial_fields(rng_key, state),
-            step_size=tuning.step_size_max,
-            balancing=tuning.balancing[0],
-            cycle_position=jnp.zeros((), jnp.int32),
-            tuning=tuning,
-        )
-
-    def _step(self, state: ACSState, position: State, local_fn: LocalFn) -> ACSState:
-        key_next, key_step = random.split(state.rng_key)
-        plan, config = self._plan, self._config
-        parameters = cyclical.step_parameters(plan, config, state.tuning, state.i)
-        new, info = self._transition(
-            key_step,
-            position,
-            local_fn,
-            parameters.step_size,
-            parameters.balancing,
-            parameters.metropolis,
-        )
-        tuning, new = cyclical.update(
-            plan, config, state.tuning, state.i, position, new, info, parameters
-        )
-        # the tuning rounds may move the chain to the best state of a round
-        info = info._replace(num_changed=jnp.sum(new.position != position.position))
-        return ACSState(
-            **self._step_fields(state, new, info, key_next),
-            step_size=parameters.step_size,
-            balancing=parameters.balancing,
-            cycle_position=parameters.cycle_position,
-            tuning=tuning,
-        )
-
-
-class ACS(_CoordinatewiseKernel):
+class ACS(CoordinatewiseKernel):
     """
     Automatic cyclical sampler [1] for the discrete latent sites of a model: binary, categorical
     and integer-valued (ordinal) sites, in any mix of shapes. Each step proposes a new value for
@@ -298,7 +179,7 @@ class ACS(_CoordinatewiseKernel):
         supports: Mapping[str, SiteSupport] | None = None,
     ) -> None:
         name = type(self).__name__
-        if not (_is_number(target_accept_prob) and 0.0 < target_accept_prob < 1.0):
+        if not (is_number(target_accept_prob) and 0.0 < target_accept_prob < 1.0):
             raise ValueError(
                 f"{name}: `target_accept_prob` must lie in (0, 1), got {target_accept_prob!r}."
             )
@@ -307,33 +188,31 @@ class ACS(_CoordinatewiseKernel):
                 f"{name}: `cycle_length` must be an integer >= 1 (steps per cycle), got "
                 f"{cycle_length!r}."
             )
-        if not (
-            _is_number(beta_min) and _is_number(beta_max) and 0.0 < beta_min <= beta_max <= 1.0
-        ):
+        if not (is_number(beta_min) and is_number(beta_max) and 0.0 < beta_min <= beta_max <= 1.0):
             raise ValueError(
                 f"{name}: the balancing parameters need 0 < beta_min <= beta_max <= 1 (the "
                 f"paper uses beta_min=0.5, beta_max=0.95), got beta_min={beta_min!r}, "
                 f"beta_max={beta_max!r}."
             )
         for argument, value in (("alpha_ceil", alpha_ceil), ("alpha_floor", alpha_floor)):
-            _check_step_size(name, argument, value)
+            check_step_size(name, argument, value)
         if alpha_floor >= alpha_ceil:
             raise ValueError(
                 f"{name}: `alpha_floor={alpha_floor!r}` must be below `alpha_ceil={alpha_ceil!r}`"
                 " (the step-size searches start from these two ends)."
             )
-        if not (_is_number(zeta) and 0.0 < zeta < 1.0):
+        if not (is_number(zeta) and 0.0 < zeta < 1.0):
             raise ValueError(
                 f"{name}: `zeta` (the step-size search's learning rate) must lie in (0, 1), "
                 f"got {zeta!r}."
             )
-        if not (_is_number(tune_fraction) and 0.0 < tune_fraction <= 1.0):
+        if not (is_number(tune_fraction) and 0.0 < tune_fraction <= 1.0):
             raise ValueError(
                 f"{name}: `tune_fraction` must lie in (0, 1] (the fraction of warmup spent "
                 f"tuning), got {tune_fraction!r}."
             )
-        _check_step_size(name, "alpha_max", alpha_max)
-        _check_step_size(name, "alpha_min", alpha_min)
+        check_step_size(name, "alpha_max", alpha_max)
+        check_step_size(name, "alpha_min", alpha_min)
         if alpha_max is not None and alpha_min is not None and alpha_min > alpha_max:
             raise ValueError(
                 f"{name}: `alpha_min={alpha_min!r}` exceeds `alpha_max={alpha_max!r}`."
@@ -400,89 +279,3 @@ class ACS(_CoordinatewiseKernel):
         return (
             f"acc. prob={float(state.mean_accept_prob):.2f}, step size={float(state.step_size):.3g}"
         )
-
-
-class DMALA(_CoordinatewiseKernel):
-    """
-    Discrete Metropolis-adjusted Langevin algorithm [1]: the proposal of :class:`ACS` with one
-    fixed step size and balancing parameter, no schedule and no tuning. Every coordinate
-    moves independently to a value ``v`` with probability
-    ``softmax_v(balancing * d_j(v) - dist(v, x_j)^2 / (2 step_size))``, then a
-    Metropolis-Hastings correction.
-
-    **References:**
-
-    1. *A Langevin-like Sampler for Discrete Distributions*, Ruqi Zhang, Xingchao Liu, Qiang
-       Liu (2022)
-
-    :param model: as in :class:`~numpyro_discrete.LBP`.
-    :param potential_fn: as in :class:`~numpyro_discrete.LBP`.
-    :param float step_size: ``alpha > 0``; it sets how many coordinates move per step (a
-        binary coordinate with a neutral ratio flips with probability
-        ``sigmoid(-1 / (2 alpha))``). There is no universal default: tune it to the
-        acceptance rate you want, or use :class:`ACS`.
-    :param float balancing: ``beta`` in (0, 1]; 0.5 (``g(t) = sqrt(t)``) is DMALA's.
-    :param weights: as in :class:`~numpyro_discrete.LBP`.
-    :param int ordinal_window: as in :class:`ACS`.
-    :param dict supports: as in :class:`~numpyro_discrete.LBP`.
-
-    **Example**
-
-    .. doctest::
-
-        >>> import jax
-        >>> import numpyro
-        >>> import numpyro.distributions as dist
-        >>> from numpyro.infer import MCMC
-        >>> from numpyro_discrete import DMALA
-        ...
-        >>> def model():
-        ...     numpyro.sample("x", dist.Bernoulli(0.3).expand([100]))
-        ...
-        >>> mcmc = MCMC(DMALA(model, step_size=0.5), num_warmup=200, num_samples=2000,
-        ...             progress_bar=False)
-        >>> mcmc.run(jax.random.key(0))
-        >>> assert abs(mcmc.get_samples()["x"].mean() - 0.3) < 0.02
-    """
-
-    def __init__(
-        self,
-        model: Callable | None = None,
-        potential_fn: Callable | None = None,
-        *,
-        step_size: float = 0.2,
-        balancing: float = 0.5,
-        weights: str | Mapping[str, str] = "auto",
-        ordinal_window: int | None = None,
-        supports: Mapping[str, SiteSupport] | None = None,
-    ) -> None:
-        _check_step_size("DMALA", "step_size", step_size)
-        if not (_is_number(balancing) and 0.0 < balancing <= 1.0):
-            raise ValueError(f"DMALA: `balancing` must lie in (0, 1], got {balancing!r}.")
-        # one cycle of one step: the schedules are the fixed pair; the search's numbers are
-        # unused (nothing is tuned)
-        config = cyclical.TuningConfig(
-            target_accept_prob=0.5,
-            zeta=0.5,
-            alpha_ceil=float(step_size),
-            alpha_floor=float(step_size),
-            beta_max=float(balancing),
-            beta_min=float(balancing),
-            cycle_length=1,
-        )
-        super().__init__(
-            model,
-            potential_fn,
-            config=config,
-            alpha_max=step_size,
-            alpha_min=step_size,
-            weights=weights,
-            ordinal_window=ordinal_window,
-            supports=supports,
-        )
-
-    def _tuning_plan(self) -> tuning_plan.TuningPlan:
-        return tuning_plan.no_tuning()
-
-    def get_diagnostics_str(self, state: ACSState) -> str:
-        return f"acc. prob={float(state.mean_accept_prob):.2f}"
