@@ -14,8 +14,6 @@ from collections.abc import Callable, Collection, Mapping
 import copy
 from typing import Any, NamedTuple
 
-import numpy as np
-
 import jax
 from jax import random
 import jax.numpy as jnp
@@ -25,9 +23,9 @@ from numpyro.util import identity, is_prng_key
 
 from numpyro_discrete.core import state as core_state
 from numpyro_discrete.core.local_ratios import LocalFn
+from numpyro_discrete.kernels.arguments import check_kernel_arguments
 from numpyro_discrete.kernels.stuck_coordinates import StuckCoordinateWatch
 from numpyro_discrete.model.layout import SiteSupport
-from numpyro_discrete.model.potential import WEIGHT_MODES
 from numpyro_discrete.model.target import DiscreteTarget
 from numpyro_discrete.numpyro_internals import SAMPLE_FN_ATTRIBUTE
 
@@ -83,47 +81,9 @@ class DiscreteKernel(MCMCKernel):
         ordinal_window: int | None = None,
         supports: Mapping[str, SiteSupport] | None = None,
     ) -> None:
-        name = type(self).__name__
-        if (model is None) == (potential_fn is None):
-            raise ValueError(f"{name} needs exactly one of `model` or `potential_fn`.")
-        expected = {
-            "model": "a numpyro model function",
-            "potential_fn": "a function of a dict of site values returning the potential energy",
-        }
-        for arg, value in (("model", model), ("potential_fn", potential_fn)):
-            if value is not None and not callable(value):
-                raise TypeError(
-                    f"{name}: `{arg}` must be {expected[arg]}, got {type(value).__name__} "
-                    f"{value!r}."
-                )
-        if supports is not None and model is not None:
-            raise ValueError(
-                f"{name}: `supports` is for `potential_fn` only; with a model, supports "
-                "are read from the distributions of its sites."
-            )
-        if supports is not None and not all(
-            isinstance(support, SiteSupport) for support in dict(supports).values()
-        ):
-            raise ValueError(
-                f"{name}: `supports` must map site names to `SiteSupport` objects, e.g. "
-                "`{'s': SiteSupport.categorical(3), 'n': SiteSupport.ordinal(0, None)}`."
-            )
-        if ordinal_window is not None and (
-            not isinstance(ordinal_window, (int, np.integer))
-            or isinstance(ordinal_window, bool)
-            or ordinal_window < 1
-        ):
-            raise ValueError(
-                f"{name}: `ordinal_window` must be None (moves in the units of each site) or "
-                f"an integer >= 1 (the largest change of an ordinal coordinate in one move), "
-                f"got {ordinal_window!r}."
-            )
-        modes = weights.values() if isinstance(weights, Mapping) else [weights]
-        if not all(isinstance(mode, str) and mode in WEIGHT_MODES for mode in modes):
-            raise ValueError(
-                f"{name}: unknown `weights={weights!r}`; choose one of {list(WEIGHT_MODES)}, "
-                "or a dict mapping site names to them."
-            )
+        check_kernel_arguments(
+            type(self).__name__, model, potential_fn, weights, ordinal_window, supports
+        )
         self._model = model
         self._potential_fn = potential_fn
         self._weights = dict(weights) if isinstance(weights, Mapping) else weights
