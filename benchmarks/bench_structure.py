@@ -112,6 +112,7 @@ from numpyro.infer import MCMC, DiscreteGibbs
 from numpyro.infer.util import log_density
 
 from numpyro_discrete import ALBP, ChromaticGibbs
+from numpyro_discrete.model.initial_values import initial_position
 from numpyro_discrete.model.target import DiscreteTarget
 from numpyro_discrete.structure.colouring import term_structure
 from numpyro_discrete.structure.dependencies import detect_dependencies
@@ -527,7 +528,7 @@ def measure_detection(num_coords: int, config: str, seed: int) -> dict[str, Any]
     init_s = time.perf_counter() - start
     rss_delta = peak_rss_mb() - rss_before
     terms = found.log_terms()
-    x = np.asarray(found.initial_position(random.key(seed + 1), None, (), {}))
+    x = np.asarray(initial_position(found, random.key(seed + 1), None, (), {}))
 
     start = time.perf_counter()
     dependencies = detect_dependencies(terms, x)

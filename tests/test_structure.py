@@ -13,6 +13,7 @@ import numpyro
 import numpyro.distributions as dist
 
 from numpyro_discrete.core.local_ratios import coloured_ratios, exact_local_fn
+from numpyro_discrete.model.initial_values import initial_position
 from numpyro_discrete.model.target import DiscreteTarget
 from numpyro_discrete.structure.colouring import interaction_graph, term_structure
 from numpyro_discrete.structure.dependencies import detect_dependencies
@@ -99,7 +100,7 @@ def _target(model, weights="exact"):
 
 
 def _random_position(target, seed=1):
-    return target.initial_position(random.key(seed), None, (), {})
+    return initial_position(target, random.key(seed), None, (), {})
 
 
 def _probed_dependencies(target, x):

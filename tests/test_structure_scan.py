@@ -15,6 +15,7 @@ from numpyro.contrib.control_flow import scan
 import numpyro.distributions as dist
 
 from numpyro_discrete.core.local_ratios import coloured_ratios, exact_local_fn
+from numpyro_discrete.model.initial_values import initial_position
 from numpyro_discrete.model.target import DiscreteTarget
 from numpyro_discrete.structure.dependencies import _Analysis, detect_dependencies
 
@@ -136,7 +137,7 @@ def test_coloured_ratios_of_an_hmm_written_with_scan_equal_brute_force(x64):
         return log_p, jnp.where(valid, d, -jnp.inf)
 
     for seed in range(3):
-        x = target.initial_position(random.key(seed), None, (), {})
+        x = initial_position(target, random.key(seed), None, (), {})
         log_p, d = coloured_table(x)
         log_p_brute, d_brute = brute(x)
         np.testing.assert_allclose(log_p, log_p_brute, rtol=1e-10)

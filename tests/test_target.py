@@ -24,6 +24,7 @@ from numpyro_discrete.core.neighbourhood import (
     SupportKind,
     coordinate_neighbourhood,
 )
+from numpyro_discrete.model.initial_values import initial_position
 from numpyro_discrete.model.sites import model_sites
 from numpyro_discrete.model.target import DiscreteTarget
 
@@ -164,7 +165,7 @@ def test_from_potential_layout_and_supports():
 
 def test_initial_position_and_deterministic_sites():
     target = _target()
-    position = target.initial_position(random.key(1), {"c": jnp.array(1)}, (), {})
+    position = initial_position(target, random.key(1), {"c": jnp.array(1)}, (), {})
     assert position.shape == (4,) and int(position[2]) == 1
     assert np.all((position[:2] >= 0) & (position[:2] <= 1)) and int(position[3]) >= 0
     fn = target.postprocess_fn((), {})

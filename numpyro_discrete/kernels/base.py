@@ -25,6 +25,11 @@ from numpyro_discrete.core import state as core_state
 from numpyro_discrete.core.local_ratios import LocalFn
 from numpyro_discrete.kernels.arguments import check_kernel_arguments
 from numpyro_discrete.kernels.stuck_coordinates import StuckCoordinateWatch
+from numpyro_discrete.model.initial_values import (
+    check_init_params,
+    check_initial_log_density,
+    initial_position,
+)
 from numpyro_discrete.model.layout import SiteSupport
 from numpyro_discrete.model.target import DiscreteTarget
 from numpyro_discrete.numpyro_internals import SAMPLE_FN_ATTRIBUTE
@@ -232,7 +237,7 @@ class DiscreteKernel(MCMCKernel):
         self._handed_target = None
         self._init_given = self._given_sites
         self._given_sites = None
-        target.check_init_params(init_params)
+        check_init_params(target, init_params)
         self._target = target
         self._setup(target)
         self._watch = StuckCoordinateWatch(
@@ -250,7 +255,7 @@ class DiscreteKernel(MCMCKernel):
                 rng_key, init_params, model_args, model_kwargs
             )
             sample_fn = jax.vmap(self._sample_one, in_axes=(0, None, None))
-        target.check_initial_log_density(-state.potential_energy)
+        check_initial_log_density(target, -state.potential_energy)
         setattr(self, SAMPLE_FN_ATTRIBUTE, sample_fn)
         return state
 
@@ -263,8 +268,8 @@ class DiscreteKernel(MCMCKernel):
     ) -> NamedTuple:
         key_values, key_chain = random.split(rng_key)
         target = self._target
-        position = target.initial_position(
-            key_values, init_params, model_args, model_kwargs, given=self._init_given
+        position = initial_position(
+            target, key_values, init_params, model_args, model_kwargs, given=self._init_given
         )
         state = self._compiled_core_init(position, model_args, model_kwargs)
         return self._init_state(key_chain, state)

@@ -4,7 +4,7 @@ the package that reads numpyro models; kernels see a flat integer vector, its lo
 its local log-ratio function.
 """
 
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,7 +15,7 @@ from jax import random
 import jax.numpy as jnp
 
 from numpyro.handlers import seed, substitute, trace
-from numpyro.infer.gibbs import conditioned, prototype_trace
+from numpyro.infer.gibbs import conditioned
 
 from numpyro_discrete.core.local_ratios import LocalFn
 from numpyro_discrete.core.neighbourhood import (
@@ -30,7 +30,6 @@ from numpyro_discrete.model.detection import (
     detect_structure,
     with_summands_as_terms,
 )
-from numpyro_discrete.model.feasible_start import feasible_start
 from numpyro_discrete.model.layout import (
     SiteLayout,
     SiteSupport,
@@ -82,6 +81,9 @@ class DiscreteTarget:
       detected (:attr:`structure_note`).
     - **structure_note** - why the structure could not be detected (empty otherwise).
     - **kernel_name** - the kernel that built it, for error messages.
+    - **model** - the numpyro model it was read from (``None`` for a ``potential_fn``).
+
+    A chain's initial values are in :mod:`~numpyro_discrete.model.initial_values`.
     """
 
     layout: SiteLayout
@@ -92,7 +94,7 @@ class DiscreteTarget:
     structure_note: str
     kernel_name: str
     _site_functions: SiteFunctions
-    _model: Callable | None = None
+    model: Callable | None = None
     _has_deterministic: bool = False
 
     # --- construction ---------------------------------------------------------------------
@@ -269,7 +271,7 @@ class DiscreteTarget:
             structure_note=note,
             kernel_name=kernel_name,
             _site_functions=site_functions,
-            _model=model,
+            model=model,
             _has_deterministic=has_deterministic,
         )
 
@@ -329,80 +331,6 @@ class DiscreteTarget:
     ) -> tuple[SiteLogJoint, SiteLogJoint]:
         return self._site_functions(model_args, {} if model_kwargs is None else model_kwargs)
 
-    # --- initial values -------------------------------------------------------------------
-
-    def check_init_params(self, init_params: Mapping[str, Any] | None) -> None:
-        """Raise, naming the sites, when concrete `init_params` lie outside their supports."""
-        outside = self.layout.out_of_support(init_params or {})
-        if not outside:
-            return
-        if self._model is not None:
-            raise ValueError(
-                f"`init_params` has values outside the support of sites {', '.join(outside)}; "
-                "give each site values its distribution can produce."
-            )
-        raise ValueError(
-            f"`init_params` has values outside the support of sites {', '.join(outside)}. With "
-            f"`potential_fn`, {self.kernel_name} treats sites as binary unless `supports` says "
-            "otherwise, e.g. `supports={'s': SiteSupport.categorical(3)}`."
-        )
-
-    def initial_position(
-        self,
-        rng_key: jax.Array,
-        init_params: Mapping[str, jax.Array] | None,
-        model_args: tuple,
-        model_kwargs: Mapping[str, Any] | None,
-        given: Collection[str] | None = None,
-    ) -> jax.Array:
-        """One chain's flat initial vector: `init_params` where given, a prior draw (with
-        `rng_key`) elsewhere; the drawn sites, and those of `init_params` not in `given`
-        (default: all of them are given), moved where the density is zero
-        (:func:`~numpyro_discrete.model.feasible_start.feasible_start`)."""
-        layout = self.layout
-        values = dict(init_params or {})
-        unknown = sorted(set(values) - set(layout.names))
-        if unknown:
-            raise ValueError(
-                f"`init_params` has sites {unknown} that {self.kernel_name} does not "
-                f"sample; its sites are {list(layout.names)}."
-            )
-        for name, shape in zip(layout.names, layout.shapes, strict=True):
-            if name in values and tuple(jnp.shape(values[name])) != shape:
-                raise ValueError(
-                    f"`init_params[{name!r}]` has shape {tuple(jnp.shape(values[name]))}, "
-                    f"but site {name!r} has shape {shape}."
-                )
-        missing = [name for name in layout.names if name not in values]
-        if missing:
-            kwargs = {} if model_kwargs is None else dict(model_kwargs)
-            model_trace = prototype_trace(self._model, rng_key, model_args, kwargs)
-            values.update({name: model_trace[name]["value"] for name in missing})
-        drawn = [n for n in layout.names if n in missing or (given is not None and n not in given)]
-        if drawn:
-            movable = np.zeros(layout.num_coords, bool)
-            for name in drawn:
-                movable[layout.site_coords(name)] = True
-            return feasible_start(
-                self.log_terms(model_args, model_kwargs),
-                self.structure,
-                self.supports,
-                layout.flatten(values),
-                movable,
-            )
-        return layout.flatten(values)
-
-    def check_initial_log_density(self, log_density: jax.Array) -> None:
-        """Raise when ``log pi`` is not finite at the initial values of a chain."""
-        if isinstance(log_density, jax.core.Tracer) or np.all(np.isfinite(log_density)):
-            return
-        raise ValueError(
-            f"{self.kernel_name}: the potential energy is "
-            f"{np.ravel(-np.asarray(log_density)).tolist()} at the initial values of sites "
-            f"{list(self.layout.names)}, so the chain cannot start there. Pass "
-            "`init_params` (to `MCMC.run`) with values of positive probability."
-        )
-
     # --- samples --------------------------------------------------------------------------
 
     def postprocess_fn(
@@ -410,10 +338,10 @@ class DiscreteTarget:
     ) -> Callable[[Mapping[str, jax.Array]], dict[str, jax.Array]] | None:
         """The site dict plus the model's deterministic sites; ``None`` when there are none
         to add (identity)."""
-        if self._model is None or not self._has_deterministic:
+        if self.model is None or not self._has_deterministic:
             return None
         kwargs = {} if model_kwargs is None else dict(model_kwargs)
-        model = self._model
+        model = self.model
 
         def fn(z: Mapping[str, jax.Array]) -> dict[str, jax.Array]:
             replay = substitute(seed(model, random.key(0)), data=dict(z))
