@@ -41,6 +41,21 @@ def x64():
         yield
 
 
+# The fast tier is mostly XLA compiling small programs that run for milliseconds: there,
+# LLVM's optimisation passes cost more than they save (measured: tests/test_kernels.py and
+# test_kernels_exact.py, two workers, 86 s with them, 71 s without). The programs compute
+# the same values; the slow tier, whose statistical runs are long, keeps them.
+FAST_TIER_XLA_FLAGS = "--xla_backend_optimization_level=0"
+
+
+def pytest_configure(config):
+    # before any computation: JAX reads XLA_FLAGS when it starts its CPU backend
+    if config.option.markexpr == "not slow":
+        flags = os.environ.get("XLA_FLAGS", "")
+        if FAST_TIER_XLA_FLAGS not in flags:
+            os.environ["XLA_FLAGS"] = f"{flags} {FAST_TIER_XLA_FLAGS}".strip()
+
+
 def pytest_collection_modifyitems(config, items):
     """The longest tests run last, the 500 random model-kernel pairs after the soak test:
     CI's slow tier stops at a time budget, so every shorter test gets its turn first."""

@@ -102,6 +102,8 @@ def test_rwm_kernel_draws_match_transition_matrix():
         assert set(np.unique(changed)) <= {0, path_length}
         assert np.all((np.asarray(accept) >= 0) & (np.asarray(accept) <= 1))
         codes = new @ (1 << np.arange(NUM_COORDS - 1, -1, -1))
+        # a zero diagonal entry is 1 minus the row's other entries: -1e-15 after rounding
+        matrix = np.clip(matrix, 0.0, 1.0)
         for i in range(len(STATES)):
             freq = np.bincount(codes[i], minlength=len(STATES)) / num_draws
             se = np.sqrt(matrix[i] * (1 - matrix[i]) / num_draws)
