@@ -133,7 +133,7 @@ def test_tuning_round_bookkeeping():
     assert float(tuning.step_size_min) == pytest.approx(0.0625)
     assert int(chain.position[0]) == 41
     # the last round of alpha_min resets rho_cur for EstimateAlpha(MAX)
-    assert float(tuning.rho) == 0.0
+    assert float(tuning.accept_prob) == 0.0
 
 
 @pytest.mark.parametrize(
@@ -173,7 +173,7 @@ def test_alpha_max_round_keeps_the_largest_step_size_reaching_the_target(rates, 
     # rho_cur = 0 at the start: z = 0.25 around alpha_ceil = 5
     np.testing.assert_allclose(alphas, np.linspace(3.75, 6.25, 5), rtol=1e-6)
     assert float(tuning.step_size_max) == pytest.approx(alphas[chosen])
-    assert float(tuning.rho) == pytest.approx(rates[chosen])
+    assert float(tuning.accept_prob) == pytest.approx(rates[chosen])
     assert int(chain.position[0]) == chosen
 
 

@@ -307,7 +307,7 @@ def test_extreme_fields_reach_the_mode_with_finite_acceptance(x64, weights):
 
         def step(current, key):
             current, info = kernel(key, current, local_fn, jnp.int32(1))
-            return current, (info.acceptance_rate, current.position)
+            return current, (info.accept_prob, current.position)
 
         keys = random.split(random.key(0), 2 * num_coords)
         last, (accept, positions) = jax.jit(lambda s: lax.scan(step, s, keys))(start)

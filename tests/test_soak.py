@@ -60,14 +60,14 @@ def test_albp_soak_memory_and_acceptance_stay_flat():
             lambda: path_length.update(
                 adaptation,
                 i,
-                info.acceptance_rate,
+                info.accept_prob,
                 NUM_WARMUP,
                 TARGET_ACCEPT_PROB,
                 NUM_COORDS,
             ),
             lambda: adaptation,
         )
-        return chain, adaptation, key, accept_sum + info.acceptance_rate
+        return chain, adaptation, key, accept_sum + info.accept_prob
 
     @jax.jit
     def chunk(start, carry):

@@ -272,7 +272,7 @@ def make_family(name: str, target: BinaryTarget, max_scale: int | None = None) -
 
         def lbp_step(key: jax.Array, chain: Any, scale: jax.Array) -> tuple[Any, ...]:
             chain, info, length = kernel(key, chain, local_fn, scale)
-            return chain, info.acceptance_rate, length
+            return chain, info.accept_prob, length
 
         return Family(name, k, functools.partial(core_state.init, local_fn=local_fn), lbp_step)
     if name == "RWM":
@@ -283,7 +283,7 @@ def make_family(name: str, target: BinaryTarget, max_scale: int | None = None) -
             key_round, key_step = random.split(key)
             length = path_length.round_path_length(key_round, scale)
             chain, info = kernel(key_step, chain, target.log_density, length)
-            return chain, info.acceptance_rate, length
+            return chain, info.accept_prob, length
 
         init = functools.partial(rwm.init, log_density_fn=target.log_density)
         return Family(name, k, init, rwm_step)

@@ -310,7 +310,7 @@ def path_sampler(name: str, balancing: str, num_visible: int) -> Sampler:
         state, info = jax.vmap(lambda key, s: kernel(key, s, local_fn(rbm), length))(
             random.split(key_step, num_chains), state
         )
-        accept = jnp.mean(info.acceptance_rate)
+        accept = jnp.mean(info.accept_prob)
         scale = chains.scale
         if adaptive:
             # Alg. 2: R_{t+1} = clip(R_t + (a_t - 0.574), 1, V), a_t the chains' mean

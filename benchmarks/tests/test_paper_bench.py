@@ -88,7 +88,7 @@ def test_rwm_kernel_draws_match_transition_matrix():
         state = rwm.init(x, _log_pi)
         new, info = kernel(key, state, _log_pi, path_length)
         changed = jnp.sum(new.position != x)
-        return new.position, info.acceptance_rate, changed, info.num_changed
+        return new.position, info.accept_prob, changed, info.num_changed
 
     run = jax.jit(jax.vmap(jax.vmap(step, (0, 0, None)), (0, 0, None)))
     keys = random.split(random.key(0), (len(STATES), num_draws))

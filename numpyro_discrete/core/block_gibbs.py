@@ -195,7 +195,7 @@ def build_kernel(
 ) -> Callable[[jax.Array, State, LogTerms], tuple[State, Info]]:
     """
     One sweep over the classes of chain blocks: ``(rng_key, state, log_terms) -> (state,
-    info)``. ``info.acceptance_rate`` is the mean acceptance probability over the classes,
+    info)``. ``info.accept_prob`` is the mean acceptance probability over the classes,
     ``info.is_accepted`` whether every class's move was taken.
 
     :param parallel: filter and sample by associative scans; ``None`` decides by

@@ -28,7 +28,7 @@ Example: ten independent binary coordinates (one class), sampled from their cond
     >>> for key in jax.random.split(jax.random.key(0), 2000):
     ...     state, info = sweep(key, state)
     ...     means.append(state.position)
-    >>> float(info.acceptance_rate)
+    >>> float(info.accept_prob)
     1.0
     >>> bool(np.allclose(np.mean(means, 0), jax.nn.sigmoid(logits), atol=0.05))
     True
@@ -127,7 +127,7 @@ def build_kernel(
 ) -> Callable[[jax.Array, State, LogTerms], tuple[State, Info]]:
     """
     One chromatic sweep: ``(rng_key, state, log_terms) -> (state, info)``, the classes of
-    `structure` in order. ``info.acceptance_rate`` is the mean acceptance probability over
+    `structure` in order. ``info.accept_prob`` is the mean acceptance probability over
     the classes, ``info.is_accepted`` whether every class's move was taken.
 
     :param neighbourhood: the candidate values of each coordinate (the conditional of a

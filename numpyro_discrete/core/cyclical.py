@@ -64,24 +64,24 @@ class TuningState(NamedTuple):
     - **step_size_max**, **step_size_min** - ``alpha_max`` and ``alpha_min`` (the current
       ``alpha_bound`` of EstimateAlpha while it runs), scalars.
     - **balancing** - the ``beta`` schedule, shape ``(s,)``.
-    - **rho** - ``rho_cur``, the acceptance rate of the previous round's best value.
-    - **rho_sum** - sum of the acceptance rates of the value under test so far.
+    - **accept_prob** - ``rho_cur``, the acceptance rate of the previous round's best value.
+    - **accept_prob_sum** - sum of the acceptance rates of the value under test so far.
     - **best** - the state reached by the best value of the current round.
     - **best_score** - its score (``|rho - rho*|`` for EstimateAlpha, ``-rho`` for
       EstimateBalSched; lower is better), ``+inf`` at the start of a round.
     - **best_param** - its ``alpha`` or ``beta``.
-    - **best_rho** - its acceptance rate.
+    - **best_accept_prob** - its acceptance rate.
     """
 
     step_size_max: jax.Array
     step_size_min: jax.Array
     balancing: jax.Array
-    rho: jax.Array
-    rho_sum: jax.Array
+    accept_prob: jax.Array
+    accept_prob_sum: jax.Array
     best: State
     best_score: jax.Array
     best_param: jax.Array
-    best_rho: jax.Array
+    best_accept_prob: jax.Array
 
 
 def init(
@@ -109,12 +109,12 @@ def init(
         step_size_max=jnp.asarray(alpha_max, dtype),
         step_size_min=jnp.asarray(alpha_min, dtype),
         balancing=balancing,
-        rho=zero,
-        rho_sum=zero,
+        accept_prob=zero,
+        accept_prob_sum=zero,
         best=state,
         best_score=jnp.asarray(jnp.inf, dtype),
         best_param=zero,
-        best_rho=zero,
+        best_accept_prob=zero,
     )
 
 
@@ -148,7 +148,7 @@ def _tuning_parameters(
     """
     b0 = plan.boundaries[0]
     s = config.cycle_length
-    dtype = tuning.rho.dtype
+    dtype = tuning.accept_prob.dtype
     where = locate(plan, i)
     # Alg. 3, lines 4-5: the naive schedules of the second burn-in stage
     k_burnin = jnp.mod(i - b0, s)
@@ -156,7 +156,7 @@ def _tuning_parameters(
     naive_beta = cosine_schedule(config.beta_max, config.beta_min, s)[k_burnin]
     # Alg. 4: a round of t step sizes next to alpha_bound
     t = plan.alpha_proposals
-    shrink = config.zeta * jnp.abs(config.target_accept_prob - tuning.rho)
+    shrink = config.zeta * jnp.abs(config.target_accept_prob - tuning.accept_prob)
     low = tuning.step_size_min
     alpha_min = _linspace_point(low, low * (1.0 + shrink), where.candidate, t)
     high = tuning.step_size_max
@@ -259,10 +259,10 @@ def update(
     where = locate(plan, i)
     phase = where.phase
     in_round = phase >= Phase.ALPHA_MIN
-    dtype = tuning.rho.dtype
+    dtype = tuning.accept_prob.dtype
     repeats = jnp.where(phase <= Phase.ALPHA_MAX, plan.alpha_repeats, plan.balancing_repeats)
-    rho_sum = tuning.rho_sum + info.acceptance_rate
-    rho = rho_sum / repeats
+    accept_prob_sum = tuning.accept_prob_sum + info.accept_prob
+    rho = accept_prob_sum / repeats
     score = jnp.where(phase == Phase.BALANCING, -rho, jnp.abs(rho - config.target_accept_prob))
     # Eq. 9: alpha_max is the largest step size whose acceptance is rho*. A MAX round's
     # values rise with their index; one accepting at least rho* outranks every value below
@@ -285,7 +285,7 @@ def update(
     best = select(better, new_state, tuning.best)
     best_score = jnp.where(better, score, tuning.best_score)
     best_param = jnp.where(better, param, tuning.best_param)
-    best_rho = jnp.where(better, rho, tuning.best_rho)
+    best_accept_prob = jnp.where(better, rho, tuning.best_accept_prob)
 
     round_end = where.round_end
     step_size_min = jnp.where(
@@ -301,18 +301,22 @@ def update(
     )
     # rho_cur restarts at 0 for each EstimateAlpha call (Alg. 4, line 1)
     last_alpha_min_round = (phase == Phase.ALPHA_MIN) & (i == plan.boundaries[2] - 1)
-    rho_cur = jnp.where(round_end, jnp.where(last_alpha_min_round, 0.0, best_rho), tuning.rho)
+    rho_cur = jnp.where(
+        round_end, jnp.where(last_alpha_min_round, 0.0, best_accept_prob), tuning.accept_prob
+    )
     chain = select(in_round, select(round_end, best, state), new_state)
     new_tuning = TuningState(
         step_size_max=step_size_max,
         step_size_min=step_size_min,
         balancing=balancing_schedule,
-        rho=rho_cur.astype(dtype),
-        rho_sum=jnp.where(where.candidate_end | ~in_round, 0.0, rho_sum).astype(dtype),
+        accept_prob=rho_cur.astype(dtype),
+        accept_prob_sum=jnp.where(where.candidate_end | ~in_round, 0.0, accept_prob_sum).astype(
+            dtype
+        ),
         best=best,
         best_score=jnp.where(round_end | ~in_round, jnp.inf, best_score).astype(dtype),
         best_param=best_param.astype(dtype),
-        best_rho=best_rho.astype(dtype),
+        best_accept_prob=best_accept_prob.astype(dtype),
     )
     is_tuning = i < plan.num_steps
     return select(is_tuning, new_tuning, tuning), select(is_tuning, chain, new_state)

@@ -26,12 +26,12 @@ class State(NamedTuple):
 
 class Info(NamedTuple):
     """
-    - **acceptance_rate** - ``min(1, A)`` of this step's proposal.
+    - **accept_prob** - ``min(1, A)`` of this step's proposal.
     - **is_accepted** - whether the proposal was taken.
     - **num_changed** - number of coordinates that changed value (0 if rejected).
     """
 
-    acceptance_rate: jax.Array
+    accept_prob: jax.Array
     is_accepted: jax.Array
     num_changed: jax.Array
 

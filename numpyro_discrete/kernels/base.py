@@ -322,9 +322,7 @@ class DiscreteKernel(MCMCKernel):
         # warmup ends (n = 1 at the first sampling step)
         itr = state.i + 1
         n = jnp.where(state.i < self._num_warmup, itr, itr - self._num_warmup)
-        mean_accept_prob = (
-            state.mean_accept_prob + (info.acceptance_rate - state.mean_accept_prob) / n
-        )
+        mean_accept_prob = state.mean_accept_prob + (info.accept_prob - state.mean_accept_prob) / n
         # int32 as in the initial state, also where a count is int64 (64-bit mode)
         num_changed = jnp.asarray(info.num_changed, jnp.int32)
         mean_num_changed = state.mean_num_changed + (num_changed - state.mean_num_changed) / n
@@ -333,7 +331,7 @@ class DiscreteKernel(MCMCKernel):
             z=self._target.unflatten(new.position),
             potential_energy=-new.log_density,
             log_ratios=new.log_ratios,
-            accept_prob=info.acceptance_rate,
+            accept_prob=info.accept_prob,
             mean_accept_prob=mean_accept_prob,
             num_changed=num_changed,
             mean_num_changed=mean_num_changed,

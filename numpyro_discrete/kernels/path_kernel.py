@@ -107,5 +107,5 @@ class PathKernel(DiscreteKernel):
     def _step(self, state: LBPState, position: State, local_fn: LocalFn) -> LBPState:
         key_next, key_step = random.split(state.rng_key)
         new, info, _ = self._transition(key_step, position, local_fn, state.path_length)
-        adapted = self._adapt(state, info.acceptance_rate)
+        adapted = self._adapt(state, info.accept_prob)
         return LBPState(**self._step_fields(state, new, info, key_next), **adapted._asdict())
