@@ -24,10 +24,11 @@ units of the site (a ladder of distances from 1 to twice the site's scale, here 
 standard deviation 130: ``1, 16, 33, 65, 130, 260``; ``--window`` gives a fixed window
 instead) and the same local ratios (``--weights``, exact by default):
 
-- :class:`~numpyro_discrete.ACS`: the cyclical step size from ``alpha_max`` to ``alpha_min``
-  over cycles of 20 steps, both tuned during warmup in the units of the site (the paper
-  fixes ``alpha_max = 1575, alpha_min = 3`` for this toy; ``--alpha-max``/``--alpha-min``
-  fix them here too), its balancing schedule tuned as well.
+- :class:`~numpyro_discrete.ACS`: the cyclical step size from ``step_size_max`` to
+  ``step_size_min`` over cycles of 20 steps, both tuned during warmup in the units of the
+  site (the paper fixes ``alpha_max = 1575, alpha_min = 3`` for this toy;
+  ``--step-size-max``/``--step-size-min`` fix them here too), its balancing schedule tuned
+  as well.
 - :class:`~numpyro_discrete.DMALA`: one step size (default 0.2, in the units of the site)
   and ``beta = 0.5``.
 - :class:`~numpyro_discrete.ALBP`: the locally balanced path proposal, path length adapted.
@@ -114,8 +115,8 @@ def make_kernel(name, args, model):
     if name == "ACS":
         return ACS(
             model,
-            alpha_max=args.alpha_max,
-            alpha_min=args.alpha_min,
+            step_size_max=args.step_size_max,
+            step_size_min=args.step_size_min,
             cycle_length=args.cycle_length,
             weights=args.weights,
             ordinal_window=args.window,
@@ -214,8 +215,8 @@ def main(argv=None):
         help="ordinal window half-width (default: moves in the units of the site)",
     )
     parser.add_argument("--weights", default="exact", choices=["exact", "gradient"])
-    parser.add_argument("--alpha-max", type=float, default=None, help="default: tuned")
-    parser.add_argument("--alpha-min", type=float, default=None, help="default: tuned")
+    parser.add_argument("--step-size-max", type=float, default=None, help="default: tuned")
+    parser.add_argument("--step-size-min", type=float, default=None, help="default: tuned")
     parser.add_argument("--cycle-length", type=int, default=20)
     parser.add_argument("--dmala-step-size", type=float, default=0.2)
     parser.add_argument("--seed", type=int, default=0)

@@ -132,7 +132,7 @@ def test_tuning_round_bookkeeping():
     # values 2 and 4 tie at |0.625 - 0.5|: the larger step size wins
     assert float(tuning.step_size_min) == pytest.approx(0.0625)
     assert int(chain.position[0]) == 41
-    # the last round of alpha_min resets rho_cur for EstimateAlpha(MAX)
+    # the last round of step_size_min resets rho_cur for EstimateAlpha(MAX)
     assert float(tuning.accept_prob) == 0.0
 
 
@@ -153,7 +153,7 @@ def test_tuning_round_bookkeeping():
 def test_alpha_max_round_keeps_the_largest_step_size_reaching_the_target(rates, chosen):
     """A round of EstimateAlpha(MAX) (eq. 9: the largest alpha whose acceptance is rho*)
     tests LinSpace(bound (1 - z), bound (1 + z), 5), z = zeta |rho* - rho_cur|, with
-    beta_max; the bound moves to the largest value accepting at least rho*, else to the
+    balancing_max; the bound moves to the largest value accepting at least rho*, else to the
     one closest to rho*, and the chain to that value's proposal."""
     plan = tuning_plan.TuningPlan(0, 0, 0, 1, 5, 1, 2, 1, 4)
     config = cyclical.TuningConfig(0.5, 0.5, 5.0, 0.05, 0.95, 0.5, 4)
@@ -170,7 +170,7 @@ def test_alpha_max_round_keeps_the_largest_step_size_reaching_the_target(rates, 
         tuning, chain = cyclical.update(
             plan, config, tuning, step, base, proposed, info, parameters
         )
-    # rho_cur = 0 at the start: z = 0.25 around alpha_ceil = 5
+    # rho_cur = 0 at the start: z = 0.25 around step_size_ceil = 5
     np.testing.assert_allclose(alphas, np.linspace(3.75, 6.25, 5), rtol=1e-6)
     assert float(tuning.step_size_max) == pytest.approx(alphas[chosen])
     assert float(tuning.accept_prob) == pytest.approx(rates[chosen])
@@ -180,7 +180,7 @@ def test_alpha_max_round_keeps_the_largest_step_size_reaching_the_target(rates, 
 def test_a_short_budget_keeps_the_cosine_balancing_schedule():
     """Below the budget of EstimateBalSched (2 values of beta per inner position), the plan
     runs InitBurnin and both step-size searches only, and the beta schedule is InitBurnin's
-    cosine one (Alg. 3, line 5) from beta_max to beta_min."""
+    cosine one (Alg. 3, line 5) from balancing_max to balancing_min."""
     s = 20
     assert tuning_plan.plan_tuning(50, s) is None
     plan = tuning_plan.plan_tuning(50, s, estimate_balancing=False)

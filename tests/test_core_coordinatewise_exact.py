@@ -42,7 +42,7 @@ WINDOWS = {
     "ladder": ladder_offsets(LADDER_SCALES, np.array([9.0, 6.0])),
 }
 
-# positions 0, 3 and 7 of a cycle of 8 steps from alpha_max = 3 to alpha_min = 0.1, with a
+# positions 0, 3 and 7 of a cycle of 8 steps from step_size_max = 3 to step_size_min = 0.1, with a
 # non-increasing balancing schedule; and DMALA's beta = 0.5 at a large step size
 SCHEDULE = np.asarray(cyclical.cosine_schedule(3.0, 0.1, 8))
 PARAMETERS = [(SCHEDULE[0], 0.95), (SCHEDULE[3], 0.7), (SCHEDULE[7], 0.5), (20.0, 0.5)]

@@ -325,14 +325,14 @@ def test_even_path_length_on_binary_sites_warns():
     [
         ({"target_accept_prob": 1.0}, "target_accept_prob"),
         ({"cycle_length": 0}, "cycle_length"),
-        ({"beta_min": 0.9, "beta_max": 0.6}, "beta_min <= beta_max"),
-        ({"beta_max": 1.5}, "beta_max"),
-        ({"alpha_ceil": 0.01}, "alpha_floor"),
-        ({"alpha_floor": -1.0}, "alpha_floor"),
+        ({"balancing_min": 0.9, "balancing_max": 0.6}, "balancing_min <= balancing_max"),
+        ({"balancing_max": 1.5}, "balancing_max"),
+        ({"step_size_ceil": 0.01}, "step_size_floor"),
+        ({"step_size_floor": -1.0}, "step_size_floor"),
         ({"zeta": 1.0}, "zeta"),
         ({"tune_fraction": 0.0}, "tune_fraction"),
-        ({"alpha_max": 0.1, "alpha_min": 1.0}, "exceeds"),
-        ({"alpha_max": float("nan")}, "alpha_max"),
+        ({"step_size_max": 0.1, "step_size_min": 1.0}, "exceeds"),
+        ({"step_size_max": float("nan")}, "step_size_max"),
         ({"ordinal_window": 0}, "ordinal_window"),
         ({"weights": "fast"}, "weights"),
     ],
@@ -358,7 +358,7 @@ def test_acs_short_warmup_error_names_the_fix():
         ValueError, match=r"here in 10 steps .* needs at least 12\. Use `num_warmup >= 24`"
     ):
         mcmc.run(random.key(0))
-    given = ACS(binary_model, alpha_max=1.0, alpha_min=0.1)
+    given = ACS(binary_model, step_size_max=1.0, step_size_min=0.1)
     MCMC(given, num_warmup=20, num_samples=10, progress_bar=False).run(random.key(0))
 
 

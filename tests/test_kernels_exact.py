@@ -307,11 +307,11 @@ def test_acs_detailed_balance_at_every_schedule_position(
     model, weights, cycle_length, alpha, betas
 ):
     """Every step of an ACS cycle, at its position's step size (the cosine schedule between
-    alpha_max and alpha_min) and balancing parameter (a non-increasing schedule), is in
+    step_size_max and step_size_min) and balancing parameter (a non-increasing schedule), is in
     detailed balance."""
-    alpha_min, alpha_max = alpha
+    step_size_min, step_size_max = alpha
     balancing = np.sort(betas)[::-1][:cycle_length]
-    step_sizes = cyclical.cosine_schedule(alpha_max, alpha_min, cycle_length)
+    step_sizes = cyclical.cosine_schedule(step_size_max, step_size_min, cycle_length)
     with jax.enable_x64(True):
         kernel, _, local_fn, _, states, pi = initialised(
             ACS,
@@ -319,8 +319,8 @@ def test_acs_detailed_balance_at_every_schedule_position(
             weights,
             num_warmup=1000,
             cycle_length=cycle_length,
-            alpha_max=alpha_max,
-            alpha_min=alpha_min,
+            step_size_max=step_size_max,
+            step_size_min=step_size_min,
         )
         matrix_at = acs_matrices(kernel, local_fn, states)
         for k in range(cycle_length):

@@ -198,7 +198,8 @@ def test_mixed_model_matches_enumeration(make_kernel):
 
 
 def test_tuned_step_sizes_reach_target_acceptance():
-    """alpha_max (with beta_max) and alpha_min (with beta_min) found by the tuning give
+    """step_size_max (with balancing_max) and step_size_min (with balancing_min) found by the
+    tuning give
     acceptance rates near the target when run as fixed DMALA kernels; the schedules have
     the paper's shape and are frozen after tuning."""
     num_coords, s = 40, 10
@@ -213,20 +214,20 @@ def test_tuned_step_sizes_reach_target_acceptance():
     fields = ("step_size", "balancing", "cycle_position")
     mcmc.run(random.key(1), init_params=init, extra_fields=fields)
     tuning = mcmc.last_state.tuning
-    alpha_max, alpha_min = float(tuning.step_size_max), float(tuning.step_size_min)
-    # the searches start at alpha_floor = 0.05 and alpha_ceil = 5 and may cross them
-    assert 0.0 < alpha_min < alpha_max
+    step_size_max, step_size_min = float(tuning.step_size_max), float(tuning.step_size_min)
+    # the searches start at step_size_floor = 0.05 and step_size_ceil = 5 and may cross them
+    assert 0.0 < step_size_min < step_size_max
     betas = np.asarray(tuning.balancing)
     assert betas[0] == pytest.approx(0.95) and betas[-1] == pytest.approx(0.5)
     assert np.all(np.diff(betas) <= 1e-6)
     # sampling cycles through the frozen schedules
     extra = mcmc.get_extra_fields()
     position = np.asarray(extra["cycle_position"])
-    expected_alpha = np.asarray(cyclical.cosine_schedule(alpha_max, alpha_min, s))[position]
+    expected_alpha = np.asarray(cyclical.cosine_schedule(step_size_max, step_size_min, s))[position]
     np.testing.assert_allclose(extra["step_size"], expected_alpha, rtol=1e-5)
     np.testing.assert_allclose(extra["balancing"], betas[position], rtol=1e-6)
     np.testing.assert_array_equal(np.diff(position) % s, 1)
-    for alpha, beta in ((alpha_max, 0.95), (alpha_min, 0.5)):
+    for alpha, beta in ((step_size_max, 0.95), (step_size_min, 0.5)):
         fixed = DMALA(potential_fn=potential, step_size=alpha, balancing=beta)
         check = MCMC(fixed, num_warmup=100, num_samples=1500, progress_bar=False)
         check.run(random.key(2), init_params=init, extra_fields=("accept_prob",))

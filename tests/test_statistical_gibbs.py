@@ -228,7 +228,7 @@ def test_gibbs_blocks_match_exact_moments(composite):
     if composite == "LBPGibbs":
         kernel = LBPGibbs(NUTS(gibbs_model), discrete_kernel=ACS(gibbs_model, cycle_length=8))
     else:
-        acs = ACS(gibbs_model, cycle_length=8, alpha_max=2.0, alpha_min=0.2)
+        acs = ACS(gibbs_model, cycle_length=8, step_size_max=2.0, step_size_min=0.2)
         kernel = Gibbs([(acs, ["z"]), (NUTS(gibbs_model), None)])
     mcmc = MCMC(kernel, num_warmup=500, num_samples=2000, progress_bar=False)
     mcmc.run(random.key(1))

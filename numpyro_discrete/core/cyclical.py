@@ -2,9 +2,9 @@
 adaptation pieces for the coordinate-wise proposal of
 :mod:`~numpyro_discrete.core.coordinatewise`.
 
-Schedules (eq. 7 and Alg. 5): over a cycle of ``s`` steps, ``alpha_k = max(alpha_max / 2 *
-(cos(pi k / s) + 1), alpha_min)``, and a non-increasing ``beta_k`` from ``beta_max`` to
-``beta_min``.
+Schedules (eq. 7 and Alg. 5): over a cycle of ``s`` steps, ``alpha_k = max(step_size_max / 2 *
+(cos(pi k / s) + 1), step_size_min)``, and a non-increasing ``beta_k`` from ``balancing_max`` to
+``balancing_min``.
 
 Tuning (Alg. 2-5) runs in the first ``plan.num_steps`` steps of warmup, its phases laid out by
 :mod:`~numpyro_discrete.core.tuning_plan`. The pieces, for warmup step (or any later step)
@@ -50,10 +50,10 @@ class TuningConfig(NamedTuple):
 
     target_accept_prob: float
     zeta: float
-    alpha_ceil: float
-    alpha_floor: float
-    beta_max: float
-    beta_min: float
+    step_size_ceil: float
+    step_size_floor: float
+    balancing_max: float
+    balancing_min: float
     cycle_length: int
 
 
@@ -61,7 +61,7 @@ class TuningState(NamedTuple):
     """
     The schedule being tuned and the bookkeeping of the current round (Alg. 4-5).
 
-    - **step_size_max**, **step_size_min** - ``alpha_max`` and ``alpha_min`` (the current
+    - **step_size_max**, **step_size_min** - ``step_size_max`` and ``step_size_min`` (the current
       ``alpha_bound`` of EstimateAlpha while it runs), scalars.
     - **balancing** - the ``beta`` schedule, shape ``(s,)``.
     - **accept_prob** - ``rho_cur``, the acceptance rate of the previous round's best value.
@@ -91,23 +91,23 @@ def init(
     step_size_min: float | None = None,
 ) -> TuningState:
     """
-    Initial tuning state: ``alpha_bound = alpha_ceil`` for ``alpha_max`` and ``alpha_floor``
-    for ``alpha_min`` unless given, and InitBurnin's cosine ``beta`` schedule from
-    ``beta_max`` down to ``beta_min`` (Alg. 3, line 5; EstimateBalSched replaces its inside
-    when the plan runs it).
+    Initial tuning state: ``alpha_bound = step_size_ceil`` for ``step_size_max`` and
+    ``step_size_floor`` for ``step_size_min`` unless given, and InitBurnin's cosine ``beta``
+    schedule from ``balancing_max`` down to ``balancing_min`` (Alg. 3, line 5;
+    EstimateBalSched replaces its inside when the plan runs it).
     """
     dtype = jnp.result_type(float)
     s = config.cycle_length
-    # its ends are the balancing parameters alpha_max and alpha_min are tuned with, also
-    # where the cosine has not come down to beta_min
-    naive = cosine_schedule(config.beta_max, config.beta_min, s)
-    balancing = naive.at[-1].set(config.beta_min).at[0].set(config.beta_max).astype(dtype)
-    alpha_max = config.alpha_ceil if step_size_max is None else step_size_max
-    alpha_min = config.alpha_floor if step_size_min is None else step_size_min
+    # its ends are the balancing parameters step_size_max and step_size_min are tuned with, also
+    # where the cosine has not come down to balancing_min
+    naive = cosine_schedule(config.balancing_max, config.balancing_min, s)
+    balancing = naive.at[-1].set(config.balancing_min).at[0].set(config.balancing_max).astype(dtype)
+    step_size_max = config.step_size_ceil if step_size_max is None else step_size_max
+    step_size_min = config.step_size_floor if step_size_min is None else step_size_min
     zero = jnp.zeros((), dtype)
     return TuningState(
-        step_size_max=jnp.asarray(alpha_max, dtype),
-        step_size_min=jnp.asarray(alpha_min, dtype),
+        step_size_max=jnp.asarray(step_size_max, dtype),
+        step_size_min=jnp.asarray(step_size_min, dtype),
         balancing=balancing,
         accept_prob=zero,
         accept_prob_sum=zero,
@@ -129,22 +129,23 @@ def _tuning_parameters(
     """
     ``(alpha, beta, metropolis)`` of tuning step ``i < plan.num_steps``.
 
-    - InitBurnin (Alg. 3): ``(alpha_ceil, beta_max)`` without M-H, then the naive cosine
-      schedules from ``(alpha_ceil, beta_max)`` to ``(alpha_floor, beta_min)`` with M-H.
+    - InitBurnin (Alg. 3): ``(step_size_ceil, balancing_max)`` without M-H, then the naive
+      cosine schedules from ``(step_size_ceil, balancing_max)`` to
+      ``(step_size_floor, balancing_min)`` with M-H.
     - EstimateAlpha(MIN) (Alg. 4, lines 7-8): the ``p``-th value of a round is entry ``p``
       of ``LinSpace(alpha_bound, alpha_bound * (1 + zeta |rho* - rho_cur|), t)``, with
-      ``beta_min``; EstimateAlpha(MAX) (lines 4-5) tests
+      ``balancing_min``; EstimateAlpha(MAX) (lines 4-5) tests
       ``LinSpace(alpha_bound * (1 - zeta |rho* - rho_cur|), alpha_bound * (1 + zeta |rho* -
-      rho_cur|), t)`` with ``beta_max``. The paper's MAX rounds only shrink from
-      ``alpha_ceil``, so a target whose acceptance there is still above ``rho*`` (a step
+      rho_cur|), t)`` with ``balancing_max``. The paper's MAX rounds only shrink from
+      ``step_size_ceil``, so a target whose acceptance there is still above ``rho*`` (a step
       size in the wrong units, or modes far apart) keeps too small a largest step; testing
       both sides of the bound lets it grow (:func:`update` keeps the largest value that
       reaches ``rho*``). MIN keeps the paper's upward search: on both
-      sides, its choices among nearly equal acceptance rates wander, and ``alpha_min``
+      sides, its choices among nearly equal acceptance rates wander, and ``step_size_min``
       ended where a fixed DMALA kernel accepts 0.66-0.76 instead of 0.5 (measured, 40
       binary coordinates).
     - EstimateBalSched (Alg. 5, lines 3-4): position ``k`` of the cycle tests
-      ``LinSpace(beta_min, beta_{k-1}, t)`` at ``alpha_k`` of the tuned step-size schedule.
+      ``LinSpace(balancing_min, beta_{k-1}, t)`` at ``alpha_k`` of the tuned step-size schedule.
     """
     b0 = plan.boundaries[0]
     s = config.cycle_length
@@ -152,29 +153,33 @@ def _tuning_parameters(
     where = locate(plan, i)
     # Alg. 3, lines 4-5: the naive schedules of the second burn-in stage
     k_burnin = jnp.mod(i - b0, s)
-    naive_alpha = cosine_schedule(config.alpha_ceil, config.alpha_floor, s)[k_burnin]
-    naive_beta = cosine_schedule(config.beta_max, config.beta_min, s)[k_burnin]
+    naive_alpha = cosine_schedule(config.step_size_ceil, config.step_size_floor, s)[k_burnin]
+    naive_beta = cosine_schedule(config.balancing_max, config.balancing_min, s)[k_burnin]
     # Alg. 4: a round of t step sizes next to alpha_bound
     t = plan.alpha_proposals
     shrink = config.zeta * jnp.abs(config.target_accept_prob - tuning.accept_prob)
     low = tuning.step_size_min
-    alpha_min = _linspace_point(low, low * (1.0 + shrink), where.candidate, t)
+    step_size_min = _linspace_point(low, low * (1.0 + shrink), where.candidate, t)
     high = tuning.step_size_max
-    alpha_max = _linspace_point(high * (1.0 - shrink), high * (1.0 + shrink), where.candidate, t)
+    step_size_max = _linspace_point(
+        high * (1.0 - shrink), high * (1.0 + shrink), where.candidate, t
+    )
     # Alg. 5: t values of beta at position k of the tuned step-size schedule
     k = where.balancing_position
     alpha_bal = cosine_schedule(tuning.step_size_max, tuning.step_size_min, s)[k]
     beta_bal = _linspace_point(
-        config.beta_min, tuning.balancing[k - 1], where.candidate, plan.balancing_proposals
+        config.balancing_min, tuning.balancing[k - 1], where.candidate, plan.balancing_proposals
     )
     phases = [where.phase == phase for phase in list(Phase)[: Phase.BALANCING]]
     alpha = jnp.select(
-        phases, [jnp.full((), config.alpha_ceil), naive_alpha, alpha_min, alpha_max], alpha_bal
+        phases,
+        [jnp.full((), config.step_size_ceil), naive_alpha, step_size_min, step_size_max],
+        alpha_bal,
     )
     beta = jnp.select(
         phases,
-        [jnp.full((), b) for b in (config.beta_max,)]
-        + [naive_beta, jnp.full((), config.beta_min), jnp.full((), config.beta_max)],
+        [jnp.full((), b) for b in (config.balancing_max,)]
+        + [naive_beta, jnp.full((), config.balancing_min), jnp.full((), config.balancing_max)],
         beta_bal,
     )
     return alpha.astype(dtype), beta.astype(dtype), where.phase > Phase.BURNIN
@@ -264,20 +269,20 @@ def update(
     accept_prob_sum = tuning.accept_prob_sum + info.accept_prob
     rho = accept_prob_sum / repeats
     score = jnp.where(phase == Phase.BALANCING, -rho, jnp.abs(rho - config.target_accept_prob))
-    # Eq. 9: alpha_max is the largest step size whose acceptance is rho*. A MAX round's
+    # Eq. 9: step_size_max is the largest step size whose acceptance is rho*. A MAX round's
     # values rise with their index; one accepting at least rho* outranks every value below
     # it, and among those the largest wins. "Closest to rho*" alone assumes that the
     # acceptance falls as alpha grows; with exact ratios it rose instead (0.85 at alpha 0.02,
-    # 0.92 at 2, four modes of an ordinal target), and that rule walked alpha_max down round
-    # after round: from alpha_ceil = 5 to 0.37 in 500 tuning steps on one chain, which then
+    # 0.92 at 2, four modes of an ordinal target), and that rule walked step_size_max down round
+    # after round: from step_size_ceil = 5 to 0.37 in 500 tuning steps on one chain, which then
     # changed mode 598 times in 40,000 steps, against 1181 for the other chain (at 2.4).
     reaches_target = (phase == Phase.ALPHA_MAX) & (rho >= config.target_accept_prob)
     score = jnp.where(reaches_target, -1.0 - where.candidate / plan.alpha_proposals, score)
     # Alg. 4, line 16 / Alg. 5, line 11: keep the best value of the round. Ties go in the
-    # direction of the search: towards smaller alpha for alpha_max and smaller beta (the
-    # first entries), towards larger alpha for alpha_min (the last entry). Otherwise a step
+    # direction of the search: towards smaller alpha for step_size_max and smaller beta (the
+    # first entries), towards larger alpha for step_size_min (the last entry). Otherwise a step
     # size so small that nothing moves (acceptance 1 for every tested alpha) would never let
-    # the search for alpha_min leave alpha_floor.
+    # the search for step_size_min leave step_size_floor.
     better = where.candidate_end & jnp.where(
         phase == Phase.ALPHA_MIN, score <= tuning.best_score, score < tuning.best_score
     )

@@ -96,8 +96,8 @@ class TuningPlan(NamedTuple):
 
 
 def _num_balancing_positions(cycle_length: int) -> int:
-    # beta_0 = beta_max and beta_{s-1} = beta_min are fixed (the ends alpha_max and alpha_min
-    # were tuned with them); the positions in between are estimated
+    # beta_0 = balancing_max and beta_{s-1} = balancing_min are fixed (the ends step_size_max
+    # and step_size_min were tuned with them); the positions in between are estimated
     return max(cycle_length - 2, 0)
 
 

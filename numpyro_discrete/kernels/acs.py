@@ -77,16 +77,17 @@ class ACS(CoordinatewiseKernel):
     dist(v, x_j)^2 / (2 alpha))`` over its current value and its candidates (``d_j(v)`` the
     local log-ratio of moving coordinate ``j`` to ``v``, estimated from one gradient or computed
     exactly), and applies a Metropolis-Hastings correction. The step size ``alpha`` follows a
-    cosine cycle of `cycle_length` steps from ``alpha_max`` down to ``alpha_min`` (large steps
-    explore distant modes, small ones refine the current one) and the balancing parameter
-    ``beta`` goes from `beta_max` down to `beta_min` along it. ``alpha_max``, ``alpha_min`` and
-    the ``beta`` schedule are tuned automatically during warmup (Alg. 2 of [1]: a burn-in, a
-    search for the largest step size whose acceptance is at least `target_accept_prob` and for
-    the smallest whose acceptance is that, and the ``beta`` of highest acceptance at each
-    position of the cycle), then frozen; the rest of warmup and the sampling phase cycle through
-    the schedules. The tuning takes the first ``tune_fraction * num_warmup`` steps, or the 90
-    steps it needs with ``cycle_length=20`` when that is more, up to half of warmup. Every step
-    is a Metropolis-Hastings move that leaves the target invariant, so the cycle is a
+    cosine cycle of `cycle_length` steps from ``step_size_max`` down to ``step_size_min``
+    (large steps explore distant modes, small ones refine the current one) and the balancing
+    parameter ``beta`` goes from `balancing_max` down to `balancing_min` along it.
+    ``step_size_max``, ``step_size_min`` and the ``beta`` schedule are tuned automatically
+    during warmup (Alg. 2 of [1]: a burn-in, a search for the largest step size whose
+    acceptance is at least `target_accept_prob` and for the smallest whose acceptance is that,
+    and the ``beta`` of highest acceptance at each position of the cycle), then frozen; the
+    rest of warmup and the sampling phase cycle through the schedules. The tuning takes the
+    first ``tune_fraction * num_warmup`` steps, or the 90 steps it needs with
+    ``cycle_length=20`` when that is more, up to half of warmup. Every step is a
+    Metropolis-Hastings move that leaves the target invariant, so the cycle is a
     composition of invariant kernels. Each step costs two evaluations of the log density with
     its gradient (plus, for sites with exact weights, one batched evaluation per neighbour).
 
@@ -103,7 +104,7 @@ class ACS(CoordinatewiseKernel):
 
     .. note:: With one chain, each acceptance rate the tuning compares is that of a single
         proposal, so the tuned values are noisy on small models; the paper averages over a
-        batch of chains. Give ``alpha_max``/``alpha_min`` to fix either end of the cycle.
+        batch of chains. Give ``step_size_max``/``step_size_min`` to fix either end of the cycle.
 
     **References:**
 
@@ -118,20 +119,20 @@ class ACS(CoordinatewiseKernel):
         schedule are tuned to, in (0, 1).
     :param int cycle_length: ``s``, the number of steps per cycle (the paper uses 20, or 8
         for simpler targets).
-    :param float beta_max: balancing parameter at the start of the cycle (largest step).
-    :param float beta_min: balancing parameter at the end of the cycle (smallest step);
-        ``0 < beta_min <= beta_max <= 1`` (the paper's range is ``[0.5, 1)``).
-    :param float alpha_ceil: where the search for ``alpha_max`` starts (in the units of the
+    :param float balancing_max: balancing parameter at the start of the cycle (largest step).
+    :param float balancing_min: balancing parameter at the end of the cycle (smallest step);
+        ``0 < balancing_min <= balancing_max <= 1`` (the paper's range is ``[0.5, 1)``).
+    :param float step_size_ceil: where the search for ``step_size_max`` starts (in the units of the
         supports; it grows from there while the acceptance is at least the target, and
         shrinks while it is below).
-    :param float alpha_floor: where the search for ``alpha_min`` starts (it only grows).
+    :param float step_size_floor: where the search for ``step_size_min`` starts (it only grows).
     :param float zeta: learning rate of the step-size search, in (0, 1).
     :param float tune_fraction: fraction of the warmup steps spent tuning, in (0, 1];
         raised to what the full tuning needs (90 steps with ``cycle_length=20``) up to half
         of warmup. Below that budget the ``beta`` schedule is not estimated (it stays the
-        cosine from `beta_max` to `beta_min`); below 12 steps ACS cannot tune.
-    :param float alpha_max: fix the largest step size instead of tuning it.
-    :param float alpha_min: fix the smallest step size instead of tuning it.
+        cosine from `balancing_max` to `balancing_min`); below 12 steps ACS cannot tune.
+    :param float step_size_max: fix the largest step size instead of tuning it.
+    :param float step_size_min: fix the smallest step size instead of tuning it.
     :param weights: as in :class:`~numpyro_discrete.LBP`.
     :param int ordinal_window: ``None`` (default) for moves in the units of each ordinal site
         (see above), or the half-width of a window of new values around the current value,
@@ -166,14 +167,14 @@ class ACS(CoordinatewiseKernel):
         *,
         target_accept_prob: float = 0.5,
         cycle_length: int = 20,
-        beta_max: float = 0.95,
-        beta_min: float = 0.5,
-        alpha_ceil: float = 5.0,
-        alpha_floor: float = 0.05,
+        balancing_max: float = 0.95,
+        balancing_min: float = 0.5,
+        step_size_ceil: float = 5.0,
+        step_size_floor: float = 0.05,
         zeta: float = 0.5,
         tune_fraction: float = 0.1,
-        alpha_max: float | None = None,
-        alpha_min: float | None = None,
+        step_size_max: float | None = None,
+        step_size_min: float | None = None,
         weights: str | Mapping[str, str] = "auto",
         ordinal_window: int | None = None,
         supports: Mapping[str, SiteSupport] | None = None,
@@ -188,17 +189,26 @@ class ACS(CoordinatewiseKernel):
                 f"{name}: `cycle_length` must be an integer >= 1 (steps per cycle), got "
                 f"{cycle_length!r}."
             )
-        if not (is_number(beta_min) and is_number(beta_max) and 0.0 < beta_min <= beta_max <= 1.0):
+        if not (
+            is_number(balancing_min)
+            and is_number(balancing_max)
+            and 0.0 < balancing_min <= balancing_max <= 1.0
+        ):
             raise ValueError(
-                f"{name}: the balancing parameters need 0 < beta_min <= beta_max <= 1 (the "
-                f"paper uses beta_min=0.5, beta_max=0.95), got beta_min={beta_min!r}, "
-                f"beta_max={beta_max!r}."
+                f"{name}: the balancing parameters need 0 < balancing_min <= balancing_max <= 1 "
+                f"(the paper uses balancing_min=0.5, balancing_max=0.95), got "
+                f"balancing_min={balancing_min!r}, "
+                f"balancing_max={balancing_max!r}."
             )
-        for argument, value in (("alpha_ceil", alpha_ceil), ("alpha_floor", alpha_floor)):
+        for argument, value in (
+            ("step_size_ceil", step_size_ceil),
+            ("step_size_floor", step_size_floor),
+        ):
             check_step_size(name, argument, value)
-        if alpha_floor >= alpha_ceil:
+        if step_size_floor >= step_size_ceil:
             raise ValueError(
-                f"{name}: `alpha_floor={alpha_floor!r}` must be below `alpha_ceil={alpha_ceil!r}`"
+                f"{name}: `step_size_floor={step_size_floor!r}` must be below "
+                f"`step_size_ceil={step_size_ceil!r}`"
                 " (the step-size searches start from these two ends)."
             )
         if not (is_number(zeta) and 0.0 < zeta < 1.0):
@@ -211,27 +221,32 @@ class ACS(CoordinatewiseKernel):
                 f"{name}: `tune_fraction` must lie in (0, 1] (the fraction of warmup spent "
                 f"tuning), got {tune_fraction!r}."
             )
-        check_step_size(name, "alpha_max", alpha_max)
-        check_step_size(name, "alpha_min", alpha_min)
-        if alpha_max is not None and alpha_min is not None and alpha_min > alpha_max:
+        check_step_size(name, "step_size_max", step_size_max)
+        check_step_size(name, "step_size_min", step_size_min)
+        if (
+            step_size_max is not None
+            and step_size_min is not None
+            and step_size_min > step_size_max
+        ):
             raise ValueError(
-                f"{name}: `alpha_min={alpha_min!r}` exceeds `alpha_max={alpha_max!r}`."
+                f"{name}: `step_size_min={step_size_min!r}` exceeds "
+                f"`step_size_max={step_size_max!r}`."
             )
         config = cyclical.TuningConfig(
             target_accept_prob=float(target_accept_prob),
             zeta=float(zeta),
-            alpha_ceil=float(alpha_ceil),
-            alpha_floor=float(alpha_floor),
-            beta_max=float(beta_max),
-            beta_min=float(beta_min),
+            step_size_ceil=float(step_size_ceil),
+            step_size_floor=float(step_size_floor),
+            balancing_max=float(balancing_max),
+            balancing_min=float(balancing_min),
             cycle_length=int(cycle_length),
         )
         super().__init__(
             model,
             potential_fn,
             config=config,
-            alpha_max=alpha_max,
-            alpha_min=alpha_min,
+            step_size_max=step_size_max,
+            step_size_min=step_size_min,
             weights=weights,
             ordinal_window=ordinal_window,
             supports=supports,
@@ -255,7 +270,7 @@ class ACS(CoordinatewiseKernel):
     def _tuning_plan(self) -> tuning_plan.TuningPlan:
         name = type(self).__name__
         s = self._config.cycle_length
-        estimate = (self._alpha_min is None, self._alpha_max is None)
+        estimate = (self._step_size_min is None, self._step_size_max is None)
         # a budget below what the full plan needs is raised to it, up to half of warmup (the
         # other half runs the tuned cycle), so that the warmups numpyro users write (500)
         # tune at the defaults; below that, InitBurnin's cosine beta schedule is kept
@@ -271,7 +286,7 @@ class ACS(CoordinatewiseKernel):
                 f"{name} tunes its step sizes during warmup, here in {budget} steps "
                 f"(`tune_fraction * num_warmup` = {self._tune_fraction} * {self._num_warmup}, "
                 f"raised to at most half of warmup), but needs at least {needed}. Use "
-                f"`num_warmup >= {2 * needed}`, or give both `alpha_max` and `alpha_min`."
+                f"`num_warmup >= {2 * needed}`, or give both `step_size_max` and `step_size_min`."
             )
         return plan
 

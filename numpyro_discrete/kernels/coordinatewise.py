@@ -83,8 +83,8 @@ class CoordinatewiseKernel(DiscreteKernel):
         potential_fn: Callable | None,
         *,
         config: cyclical.TuningConfig,
-        alpha_max: float | None,
-        alpha_min: float | None,
+        step_size_max: float | None,
+        step_size_min: float | None,
         weights: str | Mapping[str, str],
         ordinal_window: int | None,
         supports: Mapping[str, SiteSupport] | None,
@@ -93,8 +93,8 @@ class CoordinatewiseKernel(DiscreteKernel):
             model, potential_fn, weights=weights, ordinal_window=ordinal_window, supports=supports
         )
         self._config = config
-        self._alpha_max = None if alpha_max is None else float(alpha_max)
-        self._alpha_min = None if alpha_min is None else float(alpha_min)
+        self._step_size_max = None if step_size_max is None else float(step_size_max)
+        self._step_size_min = None if step_size_min is None else float(step_size_min)
         self._plan: tuning_plan.TuningPlan | None = None
 
     def _tuning_plan(self) -> tuning_plan.TuningPlan:
@@ -107,7 +107,7 @@ class CoordinatewiseKernel(DiscreteKernel):
         )
 
     def _init_state(self, rng_key: jax.Array, state: State) -> ACSState:
-        tuning = cyclical.init(state, self._config, self._alpha_max, self._alpha_min)
+        tuning = cyclical.init(state, self._config, self._step_size_max, self._step_size_min)
         return ACSState(
             **self._initial_fields(rng_key, state),
             step_size=tuning.step_size_max,
