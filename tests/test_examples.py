@@ -1,4 +1,5 @@
-"""Smoke tests: the example scripts run end to end on tiny sizes."""
+"""Smoke tests: the example scripts run end to end on tiny sizes (the ACS examples, the
+multimodal target and the RBM, among them)."""
 
 import math
 import re
@@ -7,6 +8,13 @@ import numpy as np
 import pytest
 
 from examples_loader import load_example
+
+
+def assert_saved_figure(summary: dict, tmp_path, name: str) -> None:
+    """The example saved its figure, `name`.png, in the output folder and reported it."""
+    figure = tmp_path / f"{name}.png"
+    assert summary["figure"] == str(figure)
+    assert figure.is_file() and figure.stat().st_size > 0
 
 
 @pytest.mark.slow
@@ -22,9 +30,7 @@ def test_ising_example(tmp_path):
             "--no-progress-bar",
         ]
     )  # fmt: skip
-    figure = tmp_path / "ising.png"
-    assert summary["figure"] == str(figure)
-    assert figure.is_file() and figure.stat().st_size > 0
+    assert_saved_figure(summary, tmp_path, "ising")
     assert summary["num_coords"] == 36 and summary["num_draws"] == 20
     assert 0.0 <= summary["accept_prob"] <= 1.0
     assert 1.0 <= summary["final_R"] <= 36.0
@@ -47,9 +53,7 @@ def test_fhmm_example(tmp_path):
             "--no-progress-bar",
         ]
     )  # fmt: skip
-    figure = tmp_path / "fhmm.png"
-    assert summary["figure"] == str(figure)
-    assert figure.is_file() and figure.stat().st_size > 0
+    assert_saved_figure(summary, tmp_path, "fhmm")
     assert summary["num_draws"] == 40 and len(summary["w_mean"]) == 2
     assert summary["discrete_kernel"] == "BlockGibbs"  # LBPGibbs's choice from the structure
     # chain blocks draw exact conditionals: every move is accepted
@@ -115,9 +119,7 @@ def test_segmentation_example(tmp_path, capsys):
     last_line = capsys.readouterr().out.strip().splitlines()[-1]
     assert re.fullmatch(r"max r_hat: \d+\.\d+", last_line), last_line
     assert float(last_line.split(": ")[1]) == pytest.approx(summary["max_r_hat"], abs=1e-3)
-    figure = tmp_path / "segmentation.png"
-    assert summary["figure"] == str(figure)
-    assert figure.is_file() and figure.stat().st_size > 0
+    assert_saved_figure(summary, tmp_path, "segmentation")
     assert 0.0 <= summary["pixel_error"] <= 1.0
     assert 0.0 <= summary["mean"]["foreground"] <= 1.0
     assert summary["mean"]["mu_1"] > summary["mean"]["mu_0"]
@@ -134,3 +136,53 @@ def test_segmentation_summaries_are_label_free():
     assert foreground == pytest.approx(3 / 9)
     # disagreeing pairs, right: 1 + 2 + 0 by row; down: 0 + 1 + 1 by column
     assert boundary == 5
+
+
+@pytest.mark.slow
+def test_multimodal_example(tmp_path):
+    multimodal = load_example("multimodal")
+    summary = multimodal.main(
+        [
+            "--variant", "uneven",
+            "--num-side", "2",
+            "--spacing", "10",
+            "--sigma2", "2",
+            "--window", "10",
+            "--cycle-length", "4",
+            "--step-size-max", "50",
+            "--step-size-min", "1",
+            "--dmala-step-size", "2",
+            "--num-warmup", "100",
+            "--num-samples", "100",
+            "--out", str(tmp_path),
+            "--no-progress-bar",
+        ]
+    )  # fmt: skip
+    assert_saved_figure(summary, tmp_path, "multimodal")
+    metrics = summary["metrics"]["uneven"]
+    assert set(metrics) == {"ACS", "DMALA", "ALBP"}
+    for values in metrics.values():
+        assert 0.0 <= values["accept_prob"] <= 1.0
+        assert 0 <= values["modes_visited"] <= 4
+        assert 0.0 <= values["tv"] <= 1.0
+        assert math.isfinite(values["kl"]) and values["kl"] >= -1e-12
+
+
+@pytest.mark.slow
+def test_rbm_example(tmp_path):
+    pytest.importorskip("sklearn")
+    rbm = load_example("rbm")
+    summary = rbm.main(["--quick", "--out", str(tmp_path)])
+    assert_saved_figure(summary, tmp_path, "rbm")
+    assert 0.0 < summary["floor"] < 2.0
+    metrics = summary["metrics"]
+    assert set(metrics) == {"ACS", "ALBP", "LBP-1", "DiscreteGibbs"}
+    for values in metrics.values():
+        assert values["steps"] == [0, 20, 40, 60, 80]
+        assert values["seconds"][0] == 0.0 and np.all(np.diff(values["seconds"]) > 0)
+        # the kernel exp(-hamming / V) lies in (0, 1]: the MMD is at most sqrt(2)
+        assert all(0.0 <= m <= math.sqrt(2.0) for m in values["mmd"])
+        # every chain starts in the same mode, so every sampler starts at the same MMD
+        assert values["mmd"][0] == metrics["ACS"]["mmd"][0]
+        assert 0.0 <= values["changed_per_step"] <= 64.0
+        assert values["compile_s"] > 0.0 and values["ms_per_step"] > 0.0
