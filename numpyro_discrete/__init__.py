@@ -6,7 +6,7 @@ from numpyro_discrete.kernels.acs import ACS, ACSState
 from numpyro_discrete.kernels.auto import AutoDiscrete
 from numpyro_discrete.kernels.block_gibbs import BlockGibbs, BlockGibbsState
 from numpyro_discrete.kernels.chromatic import ChromaticGibbs, ChromaticGibbsState
-from numpyro_discrete.kernels.dmala import DMALA
+from numpyro_discrete.kernels.dmala import DMALA, DMALAState
 from numpyro_discrete.kernels.lbp import ALBP, LBP, LBPState
 from numpyro_discrete.kernels.lbp_gibbs import LBPGibbs, LBPGibbsState
 from numpyro_discrete.model.layout import SiteSupport, discrete_sites
@@ -21,6 +21,7 @@ __all__ = [
     "ChromaticGibbs",
     "ChromaticGibbsState",
     "DMALA",
+    "DMALAState",
     "LBP",
     "LBPGibbs",
     "LBPGibbsState",

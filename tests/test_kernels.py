@@ -24,7 +24,7 @@ import numpyro
 import numpyro.distributions as dist
 from numpyro.infer import MCMC
 
-from numpyro_discrete import ACS, ALBP, DMALA, LBP, ACSState, LBPState
+from numpyro_discrete import ACS, ALBP, DMALA, LBP, ACSState, DMALAState, LBPState
 
 PROBS = jnp.array([0.1, 0.3, 0.5, 0.7, 0.9, 0.2])
 
@@ -77,17 +77,18 @@ def test_path_kernel_states_and_extra_fields():
 
 def test_coordinatewise_kernel_states_and_extra_fields():
     """ACSState holds the step's step size, balancing exponent and cycle position; DMALA's
-    are its fixed pair at position 0."""
-    fields = ("step_size", "balancing", "cycle_position", "num_changed")
+    state holds its fixed pair, and no schedule or tuning state."""
+    fields = ("step_size", "balancing", "num_changed")
     mcmc = _mcmc(DMALA(product_model, step_size=0.7, balancing=0.6))
     mcmc.run(random.key(5), extra_fields=fields)
     extra = mcmc.get_extra_fields()
-    assert isinstance(mcmc.last_state, ACSState)
+    assert isinstance(mcmc.last_state, DMALAState)
+    assert not {"cycle_position", "tuning"} & set(DMALAState._fields)
     np.testing.assert_allclose(extra["step_size"], 0.7, rtol=1e-6)
     np.testing.assert_allclose(extra["balancing"], 0.6, rtol=1e-6)
-    np.testing.assert_array_equal(extra["cycle_position"], 0)
     mcmc = _mcmc(ACS(product_model, cycle_length=4), num_warmup=600, num_samples=8)
-    mcmc.run(random.key(5), extra_fields=fields)
+    mcmc.run(random.key(5), extra_fields=(*fields, "cycle_position"))
+    assert isinstance(mcmc.last_state, ACSState)
     positions = np.asarray(mcmc.get_extra_fields()["cycle_position"])
     np.testing.assert_array_equal(np.diff(positions) % 4, 1)
 

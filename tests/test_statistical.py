@@ -183,17 +183,17 @@ def _run(kernel, num_warmup, num_samples, seed=0, num_chains=2, **kwargs):
 def test_mixed_model_matches_enumeration(make_kernel):
     """Draws of a whole number of cycles (3000 = 375 cycles of 8) against the enumerated
     posterior, and the posterior means of every site computed by enumeration."""
-    mcmc = _run(make_kernel(), 500, 3000, extra_fields=("cycle_position",))
+    kernel = make_kernel()
+    cyclical = isinstance(kernel, ACS)
+    mcmc = _run(kernel, 500, 3000, extra_fields=("cycle_position",) if cyclical else ())
     samples = mcmc.get_samples()
     assert samples["c"].dtype.kind == "i" and samples["n"].dtype.kind == "i"
     states, pi = enumerate_model(mixed_model, (), MIXED_SITES)
     draws = flat_draws(samples, list(MIXED_SITES))
     assert_tv(draws, states, pi, against_product=False)
     np.testing.assert_allclose(draws.mean(0), pi @ states, atol=0.06)
-    positions = np.asarray(mcmc.get_extra_fields()["cycle_position"])
-    if isinstance(mcmc.sampler, DMALA):
-        assert np.all(positions == 0)
-    else:
+    if cyclical:
+        positions = np.asarray(mcmc.get_extra_fields()["cycle_position"])
         np.testing.assert_array_equal(np.bincount(positions, minlength=8), np.full(8, 750))
 
 

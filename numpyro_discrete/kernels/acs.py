@@ -4,17 +4,21 @@ step size and balancing exponent, tuned during warmup (:class:`~numpyro_discrete
 
 from collections.abc import Callable, Mapping
 import dataclasses
+from typing import NamedTuple
 
 import numpy as np
 
 import jax
+from jax import random
 import jax.numpy as jnp
 
 from numpyro_discrete.core import cyclical, tuning_plan
+from numpyro_discrete.core.local_ratios import LocalFn
 from numpyro_discrete.core.neighbourhood import SupportKind
+from numpyro_discrete.core.state import State
+from numpyro_discrete.kernels.base import DiscreteKernel
 from numpyro_discrete.kernels.coordinatewise import (
-    ACSState,
-    CoordinatewiseKernel,
+    build_transition,
     check_step_size,
     is_number,
 )
@@ -31,6 +35,47 @@ otherwise gives them gradient ratios. Measured time per step against gradient ra
 most 1.2 times at 24 to 384 evaluations of a cheap log density (Gaussian bumps), 1.2 to 1.4
 times at 12 to 48 evaluations of a Poisson likelihood of 20,000 points, 0.9 to 3.4 times
 with 400,000 points."""
+
+
+class ACSState(NamedTuple):
+    """
+    State of :class:`ACS`.
+
+    - **i** - iteration. Not reset after warmup: tuning runs while ``i`` is below its budget.
+    - **z** - dict of the current values of the discrete sites, in the model's dtypes.
+    - **potential_energy** - potential energy ``-log pi(z)`` under the current conditioning.
+    - **log_ratios** - cached ``(N, M)`` table of local log-ratios at ``z`` (gradient or
+      exact, see ``weights``).
+    - **accept_prob** - acceptance probability ``min(1, A)`` of this step's proposal.
+    - **mean_accept_prob** - mean acceptance probability, restarted after warmup.
+    - **step_size** - the step size ``alpha`` this step used.
+    - **balancing** - the balancing exponent ``beta`` this step used (``g(t) = t^beta``).
+    - **cycle_position** - this step's position ``k`` in the cycle, ``0 <= k < cycle_length``
+      (``-1`` during the tuning steps).
+    - **num_changed** - number of coordinates this step changed.
+    - **mean_num_changed**, **coordinates_changed** - the mean number of coordinates a
+      step changed and which ones changed (``(N,)``), since warmup ended (since the start
+      during warmup), read by :mod:`~numpyro_discrete.kernels.stuck_coordinates`.
+    - **tuning** - :class:`~numpyro_discrete.core.cyclical.TuningState`: the schedules
+      (``tuning.step_size_max``, ``tuning.step_size_min``, ``tuning.balancing``, frozen
+      once tuning ends) and the bookkeeping of the tuning rounds.
+    - **rng_key** - random key for the next step.
+    """
+
+    i: jax.Array
+    z: dict[str, jax.Array]
+    potential_energy: jax.Array
+    log_ratios: jax.Array
+    accept_prob: jax.Array
+    mean_accept_prob: jax.Array
+    step_size: jax.Array
+    balancing: jax.Array
+    cycle_position: jax.Array
+    num_changed: jax.Array
+    mean_num_changed: jax.Array
+    coordinates_changed: jax.Array
+    tuning: cyclical.TuningState
+    rng_key: jax.Array
 
 
 def _exact_ordinal_sites(target: DiscreteTarget, weights: str | Mapping[str, str]) -> list[str]:
@@ -69,7 +114,7 @@ def _exact_ordinal_sites(target: DiscreteTarget, weights: str | Mapping[str, str
     return sites if batches * num_candidates <= EXACT_ORDINAL_MAX_EVALUATIONS else []
 
 
-class ACS(CoordinatewiseKernel):
+class ACS(DiscreteKernel):
     """
     Automatic cyclical sampler [1] for the discrete latent sites of a model: binary, categorical
     and integer-valued (ordinal) sites, in any mix of shapes. Each step proposes a new value for
@@ -242,16 +287,13 @@ class ACS(CoordinatewiseKernel):
             cycle_length=int(cycle_length),
         )
         super().__init__(
-            model,
-            potential_fn,
-            config=config,
-            step_size_max=step_size_max,
-            step_size_min=step_size_min,
-            weights=weights,
-            ordinal_window=ordinal_window,
-            supports=supports,
+            model, potential_fn, weights=weights, ordinal_window=ordinal_window, supports=supports
         )
+        self._config = config
+        self._step_size_max = None if step_size_max is None else float(step_size_max)
+        self._step_size_min = None if step_size_min is None else float(step_size_min)
         self._tune_fraction = float(tune_fraction)
+        self._plan: tuning_plan.TuningPlan | None = None
 
     def _build_target(
         self,
@@ -293,4 +335,43 @@ class ACS(CoordinatewiseKernel):
     def get_diagnostics_str(self, state: ACSState) -> str:
         return (
             f"acc. prob={float(state.mean_accept_prob):.2f}, step size={float(state.step_size):.3g}"
+        )
+
+    def _setup(self, target: DiscreteTarget) -> None:
+        self._plan = self._tuning_plan()
+        self._transition = build_transition(target)
+
+    def _init_state(self, rng_key: jax.Array, state: State) -> ACSState:
+        tuning = cyclical.init(state, self._config, self._step_size_max, self._step_size_min)
+        return ACSState(
+            **self._initial_fields(rng_key, state),
+            step_size=tuning.step_size_max,
+            balancing=tuning.balancing[0],
+            cycle_position=jnp.zeros((), jnp.int32),
+            tuning=tuning,
+        )
+
+    def _step(self, state: ACSState, position: State, local_fn: LocalFn) -> ACSState:
+        key_next, key_step = random.split(state.rng_key)
+        plan, config = self._plan, self._config
+        parameters = cyclical.step_parameters(plan, config, state.tuning, state.i)
+        new, info = self._transition(
+            key_step,
+            position,
+            local_fn,
+            parameters.step_size,
+            parameters.balancing,
+            parameters.metropolis,
+        )
+        tuning, new = cyclical.update(
+            plan, config, state.tuning, state.i, position, new, info, parameters
+        )
+        # the tuning rounds may move the chain to the best state of a round
+        info = info._replace(num_changed=jnp.sum(new.position != position.position))
+        return ACSState(
+            **self._step_fields(state, new, info, key_next),
+            step_size=parameters.step_size,
+            balancing=parameters.balancing,
+            cycle_position=parameters.cycle_position,
+            tuning=tuning,
         )

@@ -1,21 +1,62 @@
 """numpyro kernel :class:`DMALA`: the coordinate-wise proposal of
-:class:`~numpyro_discrete.ACS` with one fixed step size and balancing exponent."""
+:class:`~numpyro_discrete.ACS` with one fixed step size and balancing exponent, and no
+schedule or tuning state."""
 
 from collections.abc import Callable, Mapping
+from typing import NamedTuple
 
-from numpyro_discrete.core import cyclical, tuning_plan
+import jax
+from jax import random
+import jax.numpy as jnp
+
+from numpyro_discrete.core.local_ratios import LocalFn
+from numpyro_discrete.core.state import State
+from numpyro_discrete.kernels.base import DiscreteKernel
 from numpyro_discrete.kernels.coordinatewise import (
-    ACSState,
-    CoordinatewiseKernel,
+    build_transition,
     check_step_size,
     is_number,
 )
 from numpyro_discrete.model.layout import SiteSupport
+from numpyro_discrete.model.target import DiscreteTarget
 
-__all__ = ["DMALA"]
+__all__ = ["DMALA", "DMALAState"]
 
 
-class DMALA(CoordinatewiseKernel):
+class DMALAState(NamedTuple):
+    """
+    State of :class:`DMALA`.
+
+    - **i** - iteration.
+    - **z** - dict of the current values of the discrete sites, in the model's dtypes.
+    - **potential_energy** - potential energy ``-log pi(z)`` under the current conditioning.
+    - **log_ratios** - cached ``(N, M)`` table of local log-ratios at ``z`` (gradient or
+      exact, see ``weights``).
+    - **accept_prob** - acceptance probability ``min(1, A)`` of this step's proposal.
+    - **mean_accept_prob** - mean acceptance probability, restarted after warmup.
+    - **step_size** - the step size ``alpha`` (fixed).
+    - **balancing** - the balancing exponent ``beta`` (``g(t) = t^beta``, fixed).
+    - **num_changed** - number of coordinates this step changed.
+    - **mean_num_changed**, **coordinates_changed** - as in
+      :class:`~numpyro_discrete.ACSState`.
+    - **rng_key** - random key for the next step.
+    """
+
+    i: jax.Array
+    z: dict[str, jax.Array]
+    potential_energy: jax.Array
+    log_ratios: jax.Array
+    accept_prob: jax.Array
+    mean_accept_prob: jax.Array
+    step_size: jax.Array
+    balancing: jax.Array
+    num_changed: jax.Array
+    mean_num_changed: jax.Array
+    coordinates_changed: jax.Array
+    rng_key: jax.Array
+
+
+class DMALA(DiscreteKernel):
     """
     Discrete Metropolis-adjusted Langevin algorithm [1]: the proposal of
     :class:`~numpyro_discrete.ACS` with one fixed step size and balancing parameter, no
@@ -73,30 +114,31 @@ class DMALA(CoordinatewiseKernel):
         check_step_size("DMALA", "step_size", step_size)
         if not (is_number(balancing) and 0.0 < balancing <= 1.0):
             raise ValueError(f"DMALA: `balancing` must lie in (0, 1], got {balancing!r}.")
-        # one cycle of one step: the schedules are the fixed pair; the search's numbers are
-        # unused (nothing is tuned)
-        config = cyclical.TuningConfig(
-            target_accept_prob=0.5,
-            zeta=0.5,
-            step_size_ceil=float(step_size),
-            step_size_floor=float(step_size),
-            balancing_max=float(balancing),
-            balancing_min=float(balancing),
-            cycle_length=1,
-        )
         super().__init__(
-            model,
-            potential_fn,
-            config=config,
-            step_size_max=step_size,
-            step_size_min=step_size,
-            weights=weights,
-            ordinal_window=ordinal_window,
-            supports=supports,
+            model, potential_fn, weights=weights, ordinal_window=ordinal_window, supports=supports
+        )
+        self._step_size = float(step_size)
+        self._balancing = float(balancing)
+
+    def _setup(self, target: DiscreteTarget) -> None:
+        self._transition = build_transition(target)
+
+    def _init_state(self, rng_key: jax.Array, state: State) -> DMALAState:
+        dtype = jnp.result_type(float)
+        return DMALAState(
+            **self._initial_fields(rng_key, state),
+            step_size=jnp.asarray(self._step_size, dtype),
+            balancing=jnp.asarray(self._balancing, dtype),
         )
 
-    def _tuning_plan(self) -> tuning_plan.TuningPlan:
-        return tuning_plan.no_tuning()
+    def _step(self, state: DMALAState, position: State, local_fn: LocalFn) -> DMALAState:
+        key_next, key_step = random.split(state.rng_key)
+        new, info = self._transition(key_step, position, local_fn, state.step_size, state.balancing)
+        return DMALAState(
+            **self._step_fields(state, new, info, key_next),
+            step_size=state.step_size,
+            balancing=state.balancing,
+        )
 
-    def get_diagnostics_str(self, state: ACSState) -> str:
+    def get_diagnostics_str(self, state: DMALAState) -> str:
         return f"acc. prob={float(state.mean_accept_prob):.2f}"
