@@ -7,7 +7,7 @@ from numpyro_discrete.kernels.auto import AutoDiscrete
 from numpyro_discrete.kernels.block_gibbs import BlockGibbs, BlockGibbsState
 from numpyro_discrete.kernels.chromatic import ChromaticGibbs, ChromaticGibbsState
 from numpyro_discrete.kernels.dmala import DMALA, DMALAState
-from numpyro_discrete.kernels.lbp import ALBP, LBP, LBPState
+from numpyro_discrete.kernels.lbp import ALBP, LBP, ALBPState, LBPState
 from numpyro_discrete.kernels.lbp_gibbs import LBPGibbs, LBPGibbsState
 from numpyro_discrete.model.layout import SiteSupport, discrete_sites
 
@@ -15,6 +15,7 @@ __all__ = [
     "ACS",
     "ACSState",
     "ALBP",
+    "ALBPState",
     "AutoDiscrete",
     "BlockGibbs",
     "BlockGibbsState",

@@ -24,7 +24,7 @@ import numpyro
 import numpyro.distributions as dist
 from numpyro.infer import MCMC
 
-from numpyro_discrete import ACS, ALBP, DMALA, LBP, ACSState, DMALAState, LBPState
+from numpyro_discrete import ACS, ALBP, DMALA, LBP, ACSState, ALBPState, DMALAState, LBPState
 
 PROBS = jnp.array([0.1, 0.3, 0.5, 0.7, 0.9, 0.2])
 
@@ -56,21 +56,28 @@ def _assert_same_run(a, b):
 
 
 def test_path_kernel_states_and_extra_fields():
-    """LBPState holds the path length ``R_t`` and its second-half mean; both are extra
-    fields, constant for LBP and frozen after warmup for ALBP."""
-    assert "path_length" in LBPState._fields and "mean_path_length" in LBPState._fields
-    assert "num_flips" not in LBPState._fields
-    fields = ("accept_prob", "path_length", "mean_path_length", "num_changed")
-    for kernel, frozen in ((LBP(product_model, path_length=3), 3.0), (ALBP(product_model), None)):
+    """LBPState holds the fixed path length; ALBPState the adapted ``R_t`` and its
+    second-half mean (frozen after warmup); all are extra fields. LBP's state has no
+    adaptation fields."""
+    assert "mean_path_length" in ALBPState._fields
+    assert not {"mean_path_length", "window_accept_prob"} & set(LBPState._fields)
+    assert "num_flips" not in LBPState._fields + ALBPState._fields
+    fields = ("accept_prob", "path_length", "num_changed")
+    for kernel, state_type in (
+        (LBP(product_model, path_length=3), LBPState),
+        (ALBP(product_model), ALBPState),
+    ):
         mcmc = _mcmc(kernel)
-        mcmc.run(random.key(4), extra_fields=fields)
+        extra_fields = fields + (("mean_path_length",) if state_type is ALBPState else ())
+        mcmc.run(random.key(4), extra_fields=extra_fields)
         extra = mcmc.get_extra_fields()
-        assert isinstance(mcmc.last_state, LBPState)
+        assert isinstance(mcmc.last_state, state_type)
         length = np.asarray(extra["path_length"])
         assert np.ptp(length) == 0 and 1.0 <= length[0] <= 6.0
-        if frozen is not None:
-            np.testing.assert_array_equal(length, frozen)
-            np.testing.assert_array_equal(extra["mean_path_length"], frozen)
+        if state_type is LBPState:
+            np.testing.assert_array_equal(length, 3.0)
+        else:
+            assert np.ptp(np.asarray(extra["mean_path_length"])) == 0  # frozen with R_t
         assert np.all((np.asarray(extra["num_changed"]) >= 0) & (extra["num_changed"] <= 6))
         assert np.all((extra["accept_prob"] >= 0) & (extra["accept_prob"] <= 1))
 

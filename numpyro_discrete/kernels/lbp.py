@@ -11,17 +11,18 @@ import warnings
 import numpy as np
 
 import jax
-from jax import lax
+from jax import lax, random
 import jax.numpy as jnp
 
 from numpyro_discrete.core import path_length
+from numpyro_discrete.core.local_ratios import LocalFn
 from numpyro_discrete.core.neighbourhood import SupportKind
-from numpyro_discrete.core.state import select
-from numpyro_discrete.kernels.path_kernel import LBPState, PathKernel
+from numpyro_discrete.core.state import State, select
+from numpyro_discrete.kernels.path_kernel import ALBPState, LBPState, PathKernel
 from numpyro_discrete.model.layout import SiteSupport
 from numpyro_discrete.model.target import DiscreteTarget
 
-__all__ = ["ALBP", "LBP", "LBPState"]
+__all__ = ["ALBP", "ALBPState", "LBP", "LBPState"]
 
 
 # ALBP warns when R ends near 1 and the acceptance rate is below the target by more than
@@ -29,7 +30,7 @@ __all__ = ["ALBP", "LBP", "LBPState"]
 LOW_ACCEPTANCE_MARGIN = 0.15
 
 
-def _adaptation(state: LBPState) -> path_length.PathLengthState:
+def _adaptation(state: ALBPState) -> path_length.PathLengthState:
     return path_length.PathLengthState(
         state.path_length, state.mean_path_length, state.window_accept_prob
     )
@@ -167,11 +168,16 @@ class LBP(PathKernel):
             )
         return self._path_length
 
-    def _initial_path_length(self) -> float:
-        return float(self._path_length)
+    def _init_state(self, rng_key: jax.Array, state: State) -> LBPState:
+        length = jnp.asarray(float(self._path_length), jnp.result_type(float))
+        return LBPState(**self._initial_fields(rng_key, state), path_length=length)
 
-    def _adapt(self, state: LBPState, accept_prob: jax.Array) -> path_length.PathLengthState:
-        return _adaptation(state)
+    def _step(self, state: LBPState, position: State, local_fn: LocalFn) -> LBPState:
+        key_next, key_step = random.split(state.rng_key)
+        new, info, _ = self._transition(key_step, position, local_fn, state.path_length)
+        return LBPState(
+            **self._step_fields(state, new, info, key_next), path_length=state.path_length
+        )
 
 
 class ALBP(PathKernel):
@@ -281,21 +287,25 @@ class ALBP(PathKernel):
         bound = self._max_path_length_argument
         return target.num_coords if bound is None else min(bound, target.num_coords)
 
-    def _initial_path_length(self) -> float:
-        return min(self._init_path_length, self._max_path_length)
+    def _init_state(self, rng_key: jax.Array, state: State) -> ALBPState:
+        adaptation = path_length.init(min(self._init_path_length, self._max_path_length))
+        return ALBPState(**self._initial_fields(rng_key, state), **adaptation._asdict())
 
-    def _adapt(self, state: LBPState, accept_prob: jax.Array) -> path_length.PathLengthState:
+    def _step(self, state: ALBPState, position: State, local_fn: LocalFn) -> ALBPState:
+        key_next, key_step = random.split(state.rng_key)
+        new, info, _ = self._transition(key_step, position, local_fn, state.path_length)
         # Alg. 2: Robbins-Monro on R_t during warmup only; frozen afterwards
         current = _adaptation(state)
         adapted = path_length.update(
             current,
             state.i,
-            accept_prob,
+            info.accept_prob,
             self._num_warmup,
             self._target_accept_prob,
             self._max_path_length,
         )
-        return select(state.i < self._num_warmup, adapted, current)
+        adapted = select(state.i < self._num_warmup, adapted, current)
+        return ALBPState(**self._step_fields(state, new, info, key_next), **adapted._asdict())
 
     def _check_warmup_end(self, state: LBPState) -> LBPState:
         # in the compiled step, under a `lax.cond` false but at the end of warmup, reporting

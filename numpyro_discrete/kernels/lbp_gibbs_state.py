@@ -26,8 +26,8 @@ class LBPGibbsState(GibbsState):
 
     Properties, usable as ``extra_fields`` of :meth:`~numpyro.infer.MCMC.run`:
 
-    - **discrete_state** - the discrete kernel's state (``LBPState`` for ``LBP``/``ALBP``),
-      so ``"discrete_state.<field>"`` reaches any of its fields.
+    - **discrete_state** - the discrete kernel's state (``ALBPState`` for ``ALBP``), so
+      ``"discrete_state.<field>"`` reaches any of its fields.
     - **hmc_state** - the inner kernel's :data:`~numpyro.infer.hmc.HMCState`, so
       ``"hmc_state.<field>"`` reaches any of its fields, e.g. ``"hmc_state.accept_prob"``,
       ``"hmc_state.num_steps"``, ``"hmc_state.adapt_state.step_size"``; a ``ValueError``
