@@ -60,9 +60,8 @@ class DMALA(DiscreteKernel):
     """
     Discrete Metropolis-adjusted Langevin algorithm [1]: the proposal of
     :class:`~numpyro_discrete.ACS` with one fixed step size and balancing parameter, no
-    schedule and no tuning. Every coordinate
-    moves independently to a value ``v`` with probability
-    ``softmax_v(balancing * d_j(v) - dist(v, x_j)^2 / (2 step_size))``, then a
+    schedule and no tuning. Every coordinate moves independently to a value ``v`` with
+    probability ``softmax_v(balancing * d_j(v) - dist(v, x_j)^2 / (2 step_size))``, then a
     Metropolis-Hastings correction.
 
     **References:**
