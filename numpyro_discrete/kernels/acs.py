@@ -16,12 +16,9 @@ from numpyro_discrete.core import cyclical, tuning_plan
 from numpyro_discrete.core.local_ratios import LocalFn
 from numpyro_discrete.core.neighbourhood import SupportKind
 from numpyro_discrete.core.state import State
+from numpyro_discrete.kernels.arguments import check_step_size, is_number
 from numpyro_discrete.kernels.base import DiscreteKernel
-from numpyro_discrete.kernels.coordinatewise import (
-    build_transition,
-    check_step_size,
-    is_number,
-)
+from numpyro_discrete.kernels.coordinatewise import build_transition
 from numpyro_discrete.model.layout import SiteSupport
 from numpyro_discrete.model.target import DiscreteTarget
 

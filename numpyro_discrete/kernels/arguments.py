@@ -1,15 +1,17 @@
 """The checks of the arguments every discrete kernel takes (`model` or `potential_fn`,
-`weights`, `ordinal_window`, `supports`), each error naming the kernel, the argument and the
-fix."""
+`weights`, `ordinal_window`, `supports`) and of the step sizes of ACS and DMALA, each error
+naming the kernel, the argument and the fix."""
 
 from collections.abc import Callable, Mapping
+import math
+from typing import Any
 
 import numpy as np
 
 from numpyro_discrete.model.layout import SiteSupport
 from numpyro_discrete.model.potential import WEIGHT_MODES
 
-__all__ = ["check_kernel_arguments"]
+__all__ = ["check_kernel_arguments", "check_step_size", "is_number"]
 
 
 def check_kernel_arguments(
@@ -60,3 +62,12 @@ def check_kernel_arguments(
             f"{name}: unknown `weights={weights!r}`; choose one of {list(WEIGHT_MODES)}, "
             "or a dict mapping site names to them."
         )
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and math.isfinite(value)
+
+
+def check_step_size(name: str, argument: str, value: Any) -> None:
+    if value is not None and not (is_number(value) and value > 0):
+        raise ValueError(f"{name}: `{argument}` must be a finite number > 0, got {value!r}.")

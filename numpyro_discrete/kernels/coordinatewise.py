@@ -1,28 +1,14 @@
 """What the coordinate-wise kernels :class:`~numpyro_discrete.ACS` and
 :class:`~numpyro_discrete.DMALA` share: the core proposal of
-:mod:`numpyro_discrete.core.coordinatewise` built for a target, and the checks of their
-arguments."""
+:mod:`numpyro_discrete.core.coordinatewise` built for a target."""
 
 from collections.abc import Callable
-import math
-from typing import Any
-
-import numpy as np
 
 from numpyro_discrete.core import coordinatewise
 from numpyro_discrete.core.neighbourhood import squared_distance_fn
 from numpyro_discrete.model.target import DiscreteTarget
 
-__all__ = ["build_transition", "check_step_size", "is_number"]
-
-
-def is_number(value: Any) -> bool:
-    return isinstance(value, (int, float, np.integer, np.floating)) and math.isfinite(value)
-
-
-def check_step_size(name: str, argument: str, value: Any) -> None:
-    if value is not None and not (is_number(value) and value > 0):
-        raise ValueError(f"{name}: `{argument}` must be a finite number > 0, got {value!r}.")
+__all__ = ["build_transition"]
 
 
 def build_transition(target: DiscreteTarget) -> Callable:
