@@ -164,6 +164,25 @@ def _matrix(states, ys, log_q, log_a, restores):
     return matrix, np.where(proposable, np.exp(log_q), 0.0).sum(1)
 
 
+def apply_path(position, path, neighbourhood):
+    """Move every active coordinate of `path` to its chosen candidate value."""
+    candidates = neighbourhood.candidates(position)
+    if candidates.shape[1] == 1:
+        return jnp.where(path.on_path, candidates[:, 0], position).astype(position.dtype)
+    new_values = candidates[path.coords, path.choices]
+    # inactive entries point out of range and are dropped
+    coords = jnp.where(path.active, path.coords, position.shape[0])
+    return position.at[coords].set(new_values.astype(position.dtype), mode="drop")
+
+
+def reverse_path(position, new_position, path, neighbourhood):
+    """The path from `new_position` back to `position` over the same coordinates."""
+    candidates = neighbourhood.candidates(new_position)[path.coords]
+    restores = candidates == position[path.coords][:, None]
+    choices = jnp.argmax(restores, axis=1).astype(path.choices.dtype)
+    return path._replace(choices=choices)
+
+
 def path_transition_matrix(local_fn, neighbourhood, states, path_length, balancing, length=None):
     """
     The exact LBP-R transition matrix over the enumerated `states` (rows of the flat
@@ -193,13 +212,13 @@ def path_transition_matrix(local_fn, neighbourhood, states, path_length, balanci
     def move(x, coords, choices):
         log_p_x, d_x = local_fn(x)
         forward = path_draw.path_from_coords(coords, choices, path_length, num_coords)
-        y = path.apply_path(x, forward, neighbourhood)
+        y = apply_path(x, forward, neighbourhood)
         log_q_forward = path.path_log_prob(log_weights(log_balancing, d_x), forward)
         log_p_y, d_y = local_fn(y)
-        backward = path.reverse_path(x, y, forward, neighbourhood)
+        backward = reverse_path(x, y, forward, neighbourhood)
         log_q_reverse = path.path_log_prob(log_weights(log_balancing, d_y), backward, True)
         log_accept = jnp.minimum(log_p_y - log_p_x + log_q_reverse - log_q_forward, 0.0)
-        restored = path.apply_path(y, backward, neighbourhood)
+        restored = apply_path(y, backward, neighbourhood)
         return y, log_q_forward, log_accept, jnp.all(restored == x)
 
     moves = jax.vmap(lambda x: jax.vmap(lambda c, m: move(x, c, m))(coords, choices))

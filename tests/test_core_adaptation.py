@@ -114,7 +114,7 @@ def test_tuning_round_bookkeeping():
     alphas = []
     for step in range(10):
         candidate, repeat = divmod(step, 2)
-        assert int(tuning_plan.locate(plan, step).phase) == Phase.ALPHA_MIN
+        assert int(tuning_plan.locate(plan, step).phase) == Phase.STEP_SIZE_MIN
         parameters = cyclical.step_parameters(plan, config, tuning, step)
         alphas.append(float(parameters.step_size))
         assert float(parameters.balancing) == 0.5 and bool(parameters.metropolis)
@@ -161,7 +161,7 @@ def test_alpha_max_round_keeps_the_largest_step_size_reaching_the_target(rates, 
     tuning = cyclical.init(base, config)
     alphas = []
     for step, rate in enumerate(rates):
-        assert int(tuning_plan.locate(plan, step).phase) == Phase.ALPHA_MAX
+        assert int(tuning_plan.locate(plan, step).phase) == Phase.STEP_SIZE_MAX
         parameters = cyclical.step_parameters(plan, config, tuning, step)
         assert float(parameters.balancing) == pytest.approx(0.95)
         alphas.append(float(parameters.step_size))
@@ -184,7 +184,9 @@ def test_a_short_budget_keeps_the_cosine_balancing_schedule():
     s = 20
     assert tuning_plan.plan_tuning(50, s) is None
     plan = tuning_plan.plan_tuning(50, s, estimate_balancing=False)
-    assert not plan.estimate_balancing and plan.alpha_min_rounds == plan.alpha_max_rounds >= 1
+    assert (
+        not plan.estimate_balancing and plan.step_size_min_rounds == plan.step_size_max_rounds >= 1
+    )
     b0, b1, b2, b3, b4 = plan.boundaries
     assert b4 == b3 == plan.num_steps <= 50
     assert tuning_plan.min_tuning_budget(s, estimate_balancing=False) == 12
@@ -228,10 +230,11 @@ def test_tuning_plan_fits_budget():
     for budget in (100, 250, 1000, 5000):
         plan = tuning_plan.plan_tuning(budget, 20)
         assert plan is not None and plan.num_steps <= budget
-        assert plan.alpha_min_rounds == plan.alpha_max_rounds >= 1
+        assert plan.step_size_min_rounds == plan.step_size_max_rounds >= 1
     assert tuning_plan.plan_tuning(50, 20) is None
     assert tuning_plan.min_tuning_budget(20) == 90
     assert tuning_plan.plan_tuning(tuning_plan.min_tuning_budget(20), 20) is not None
-    fixed = tuning_plan.plan_tuning(100, 20, estimate_alpha_min=False, estimate_alpha_max=False)
-    assert fixed.alpha_min_rounds == fixed.alpha_max_rounds == 0
-    assert tuning_plan.no_tuning().num_steps == 0
+    fixed = tuning_plan.plan_tuning(
+        100, 20, estimate_step_size_min=False, estimate_step_size_max=False
+    )
+    assert fixed.step_size_min_rounds == fixed.step_size_max_rounds == 0

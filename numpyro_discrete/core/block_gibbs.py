@@ -25,7 +25,7 @@ import jax.numpy as jnp
 
 from numpyro_discrete.core.chain_block import chain_log_prob, forward_filter, sample_chain
 from numpyro_discrete.core.neighbourhood import CoordinateSupports, SupportKind
-from numpyro_discrete.core.state import Info, State, mh_accept
+from numpyro_discrete.core.state import Info, SweepState, mh_accept
 from numpyro_discrete.structure.chain_blocks import ChainBlocks
 from numpyro_discrete.structure.colouring import TermStructure
 
@@ -192,7 +192,7 @@ def class_potentials(
 
 def build_kernel(
     plan: BlockPlan, parallel: bool | None = None, mh_test: bool = True
-) -> Callable[[jax.Array, State, LogTerms], tuple[State, Info]]:
+) -> Callable[[jax.Array, SweepState, LogTerms], tuple[SweepState, Info]]:
     """
     One sweep over the classes of chain blocks: ``(rng_key, state, log_terms) -> (state,
     info)``. ``info.accept_prob`` is the mean acceptance probability over the classes,
@@ -249,7 +249,9 @@ def build_kernel(
         num_changed = jnp.where(accepted, num_changed, 0)
         return (x_new, terms_new, log_p_new), (accept_prob, accepted, num_changed)
 
-    def kernel(rng_key: jax.Array, state: State, log_terms: LogTerms) -> tuple[State, Info]:
+    def kernel(
+        rng_key: jax.Array, state: SweepState, log_terms: LogTerms
+    ) -> tuple[SweepState, Info]:
         x = state.position
         terms_x = log_terms(x)
         keys = random.split(rng_key, num_classes)
@@ -259,6 +261,6 @@ def build_kernel(
             (jnp.arange(num_classes), keys),
         )
         info = Info(jnp.mean(accept_prob), jnp.all(accepted), jnp.sum(num_changed, dtype=jnp.int32))
-        return State(x, log_p, None), info
+        return SweepState(x, log_p), info
 
     return kernel

@@ -44,7 +44,7 @@ import jax.numpy as jnp
 
 from numpyro_discrete.core.local_ratios import class_deltas, credit
 from numpyro_discrete.core.neighbourhood import Neighbourhood
-from numpyro_discrete.core.state import Info, State, mh_accept
+from numpyro_discrete.core.state import Info, SweepState, mh_accept
 from numpyro_discrete.structure.colouring import TermStructure
 
 __all__ = ["build_kernel", "class_conditional", "class_members", "init"]
@@ -52,10 +52,10 @@ __all__ = ["build_kernel", "class_conditional", "class_members", "init"]
 LogTerms = Callable[[jax.Array], jax.Array]
 
 
-def init(position: jax.Array, log_terms: LogTerms) -> State:
+def init(position: jax.Array, log_terms: LogTerms) -> SweepState:
     """The state at `position`: ``log pi`` is the sum of the terms; no ratios are cached
     (every class computes its own from the current terms)."""
-    return State(position, jnp.sum(log_terms(position)), None)
+    return SweepState(position, jnp.sum(log_terms(position)))
 
 
 def _inverse_cdf(probs: jax.Array, uniforms: jax.Array) -> jax.Array:
@@ -124,7 +124,7 @@ def build_kernel(
     structure: TermStructure,
     mh_test: bool = True,
     coordinate_test: bool = False,
-) -> Callable[[jax.Array, State, LogTerms], tuple[State, Info]]:
+) -> Callable[[jax.Array, SweepState, LogTerms], tuple[SweepState, Info]]:
     """
     One chromatic sweep: ``(rng_key, state, log_terms) -> (state, info)``, the classes of
     `structure` in order. ``info.accept_prob`` is the mean acceptance probability over
@@ -213,7 +213,9 @@ def build_kernel(
         num_changed = jnp.where(accepted, num_changed, 0)
         return (x_new, terms_new, log_p_new), (accept_prob, accepted, num_changed)
 
-    def kernel(rng_key: jax.Array, state: State, log_terms: LogTerms) -> tuple[State, Info]:
+    def kernel(
+        rng_key: jax.Array, state: SweepState, log_terms: LogTerms
+    ) -> tuple[SweepState, Info]:
         x = state.position
         terms_x = log_terms(x)
         classes = jnp.arange(structure.num_colours)
@@ -232,6 +234,6 @@ def build_kernel(
             (classes, uniforms, coordinate_uniforms),
         )
         info = Info(jnp.mean(accept_prob), jnp.all(accepted), jnp.sum(num_changed, dtype=jnp.int32))
-        return State(x, log_p, None), info
+        return SweepState(x, log_p), info
 
     return kernel

@@ -153,10 +153,10 @@ def _tuning_parameters(
     where = locate(plan, i)
     # Alg. 3, lines 4-5: the naive schedules of the second burn-in stage
     k_burnin = jnp.mod(i - b0, s)
-    naive_alpha = cosine_schedule(config.step_size_ceil, config.step_size_floor, s)[k_burnin]
+    naive_step_size = cosine_schedule(config.step_size_ceil, config.step_size_floor, s)[k_burnin]
     naive_beta = cosine_schedule(config.balancing_max, config.balancing_min, s)[k_burnin]
     # Alg. 4: a round of t step sizes next to alpha_bound
-    t = plan.alpha_proposals
+    t = plan.step_size_proposals
     shrink = config.zeta * jnp.abs(config.target_accept_prob - tuning.accept_prob)
     low = tuning.step_size_min
     step_size_min = _linspace_point(low, low * (1.0 + shrink), where.candidate, t)
@@ -166,15 +166,15 @@ def _tuning_parameters(
     )
     # Alg. 5: t values of beta at position k of the tuned step-size schedule
     k = where.balancing_position
-    alpha_bal = cosine_schedule(tuning.step_size_max, tuning.step_size_min, s)[k]
+    step_size_bal = cosine_schedule(tuning.step_size_max, tuning.step_size_min, s)[k]
     beta_bal = _linspace_point(
         config.balancing_min, tuning.balancing[k - 1], where.candidate, plan.balancing_proposals
     )
     phases = [where.phase == phase for phase in list(Phase)[: Phase.BALANCING]]
     alpha = jnp.select(
         phases,
-        [jnp.full((), config.step_size_ceil), naive_alpha, step_size_min, step_size_max],
-        alpha_bal,
+        [jnp.full((), config.step_size_ceil), naive_step_size, step_size_min, step_size_max],
+        step_size_bal,
     )
     beta = jnp.select(
         phases,
@@ -228,9 +228,11 @@ def step_parameters(
     metropolis = jnp.array(True)
     is_tuning = i < plan.num_steps
     if plan.num_steps:
-        tune_alpha, tune_beta, tune_metropolis = _tuning_parameters(plan, config, tuning, i)
-        step_size = jnp.where(is_tuning, tune_alpha, step_size)
-        balancing = jnp.where(is_tuning, tune_beta, balancing)
+        tune_step_size, tune_balancing, tune_metropolis = _tuning_parameters(
+            plan, config, tuning, i
+        )
+        step_size = jnp.where(is_tuning, tune_step_size, step_size)
+        balancing = jnp.where(is_tuning, tune_balancing, balancing)
         metropolis = jnp.where(is_tuning, tune_metropolis, metropolis)
     return StepParameters(
         step_size, balancing, metropolis, jnp.where(is_tuning, -1, cycle_position)
@@ -263,9 +265,11 @@ def update(
     step_size, balancing = parameters.step_size, parameters.balancing
     where = locate(plan, i)
     phase = where.phase
-    in_round = phase >= Phase.ALPHA_MIN
+    in_round = phase >= Phase.STEP_SIZE_MIN
     dtype = tuning.accept_prob.dtype
-    repeats = jnp.where(phase <= Phase.ALPHA_MAX, plan.alpha_repeats, plan.balancing_repeats)
+    repeats = jnp.where(
+        phase <= Phase.STEP_SIZE_MAX, plan.step_size_repeats, plan.balancing_repeats
+    )
     accept_prob_sum = tuning.accept_prob_sum + info.accept_prob
     rho = accept_prob_sum / repeats
     score = jnp.where(phase == Phase.BALANCING, -rho, jnp.abs(rho - config.target_accept_prob))
@@ -276,15 +280,15 @@ def update(
     # 0.92 at 2, four modes of an ordinal target), and that rule walked step_size_max down round
     # after round: from step_size_ceil = 5 to 0.37 in 500 tuning steps on one chain, which then
     # changed mode 598 times in 40,000 steps, against 1181 for the other chain (at 2.4).
-    reaches_target = (phase == Phase.ALPHA_MAX) & (rho >= config.target_accept_prob)
-    score = jnp.where(reaches_target, -1.0 - where.candidate / plan.alpha_proposals, score)
+    reaches_target = (phase == Phase.STEP_SIZE_MAX) & (rho >= config.target_accept_prob)
+    score = jnp.where(reaches_target, -1.0 - where.candidate / plan.step_size_proposals, score)
     # Alg. 4, line 16 / Alg. 5, line 11: keep the best value of the round. Ties go in the
     # direction of the search: towards smaller alpha for step_size_max and smaller beta (the
     # first entries), towards larger alpha for step_size_min (the last entry). Otherwise a step
     # size so small that nothing moves (acceptance 1 for every tested alpha) would never let
     # the search for step_size_min leave step_size_floor.
     better = where.candidate_end & jnp.where(
-        phase == Phase.ALPHA_MIN, score <= tuning.best_score, score < tuning.best_score
+        phase == Phase.STEP_SIZE_MIN, score <= tuning.best_score, score < tuning.best_score
     )
     param = jnp.where(phase == Phase.BALANCING, balancing, step_size)
     best = select(better, new_state, tuning.best)
@@ -294,10 +298,10 @@ def update(
 
     round_end = where.round_end
     step_size_min = jnp.where(
-        round_end & (phase == Phase.ALPHA_MIN), best_param, tuning.step_size_min
+        round_end & (phase == Phase.STEP_SIZE_MIN), best_param, tuning.step_size_min
     )
     step_size_max = jnp.where(
-        round_end & (phase == Phase.ALPHA_MAX), best_param, tuning.step_size_max
+        round_end & (phase == Phase.STEP_SIZE_MAX), best_param, tuning.step_size_max
     )
     balancing_schedule = jnp.where(
         round_end & (phase == Phase.BALANCING),
@@ -305,9 +309,9 @@ def update(
         tuning.balancing,
     )
     # rho_cur restarts at 0 for each EstimateAlpha call (Alg. 4, line 1)
-    last_alpha_min_round = (phase == Phase.ALPHA_MIN) & (i == plan.boundaries[2] - 1)
+    last_step_size_min_round = (phase == Phase.STEP_SIZE_MIN) & (i == plan.boundaries[2] - 1)
     rho_cur = jnp.where(
-        round_end, jnp.where(last_alpha_min_round, 0.0, best_accept_prob), tuning.accept_prob
+        round_end, jnp.where(last_step_size_min_round, 0.0, best_accept_prob), tuning.accept_prob
     )
     chain = select(in_round, select(round_end, best, state), new_state)
     new_tuning = TuningState(

@@ -71,12 +71,10 @@ from numpyro_discrete.core.path_draw import (
 from numpyro_discrete.core.state import Info, State, mh_accept
 
 __all__ = [
-    "apply_path",
     "build_kernel",
     "cumulative_sum",
     "off_path_log_mass",
     "path_log_prob",
-    "reverse_path",
 ]
 
 
@@ -141,30 +139,6 @@ def cumulative_sum(values: jax.Array, reverse: bool = False) -> jax.Array:
     strictly_lower = jnp.asarray(np.tril(np.ones((num_blocks, num_blocks)), -1), values.dtype)
     offsets = jnp.matmul(strictly_lower, within[:, -1], precision=lax.Precision.HIGHEST)
     return (within + offsets[:, None]).reshape(-1)[:n]
-
-
-def apply_path(position: jax.Array, path: Path, neighbourhood: Neighbourhood) -> jax.Array:
-    """Move every active coordinate of `path` to its chosen candidate value."""
-    candidates = neighbourhood.candidates(position)
-    if candidates.shape[1] == 1:
-        return jnp.where(path.on_path, candidates[:, 0], position).astype(position.dtype)
-    new_values = candidates[path.coords, path.choices]
-    # inactive entries point out of range and are dropped
-    coords = jnp.where(path.active, path.coords, position.shape[0])
-    return position.at[coords].set(new_values.astype(position.dtype), mode="drop")
-
-
-def reverse_path(
-    position: jax.Array,
-    new_position: jax.Array,
-    path: Path,
-    neighbourhood: Neighbourhood,
-) -> Path:
-    """The path from `new_position` back to `position` over the same coordinates."""
-    candidates = neighbourhood.candidates(new_position)[path.coords]
-    restores = candidates == position[path.coords][:, None]
-    choices = jnp.argmax(restores, axis=1).astype(path.choices.dtype)
-    return path._replace(choices=choices)
 
 
 def _log_cumulative(log_start: jax.Array, log_values: jax.Array, reverse: bool) -> jax.Array:

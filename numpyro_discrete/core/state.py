@@ -1,5 +1,5 @@
-"""What every proposal of the core shares: the chain state with its cached local ratios, the
-step's info, and the Metropolis-Hastings accept step."""
+"""What every proposal of the core shares: the chain state (with its cached local ratios for
+the proposals that use them), the step's info, and the Metropolis-Hastings accept step."""
 
 from typing import Any, NamedTuple
 
@@ -9,7 +9,7 @@ import jax.numpy as jnp
 
 from numpyro_discrete.core.local_ratios import LocalFn
 
-__all__ = ["Info", "State", "init", "mh_accept", "select"]
+__all__ = ["Info", "State", "SweepState", "init", "mh_accept", "select"]
 
 
 class State(NamedTuple):
@@ -22,6 +22,19 @@ class State(NamedTuple):
     position: jax.Array
     log_density: jax.Array
     log_ratios: jax.Array
+
+
+class SweepState(NamedTuple):
+    """
+    The chain state of the sweeps (chromatic and block Gibbs), which cache no local ratios:
+    each class computes its conditionals from the current terms.
+
+    - **position** - flat integer state ``x``, shape ``(N,)``.
+    - **log_density** - ``log pi(x)``, scalar.
+    """
+
+    position: jax.Array
+    log_density: jax.Array
 
 
 class Info(NamedTuple):

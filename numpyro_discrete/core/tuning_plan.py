@@ -21,7 +21,6 @@ __all__ = [
     "TuningPlan",
     "locate",
     "min_tuning_budget",
-    "no_tuning",
     "plan_tuning",
 ]
 
@@ -33,9 +32,9 @@ class Phase(enum.IntEnum):
     """InitBurnin without M-H correction (Alg. 3, lines 1-3)."""
     BURNIN_MH = 1
     """InitBurnin on the naive cosine schedules, M-H corrected (Alg. 3, lines 4-7)."""
-    ALPHA_MIN = 2
+    STEP_SIZE_MIN = 2
     """EstimateAlpha(MIN) (Alg. 4)."""
-    ALPHA_MAX = 3
+    STEP_SIZE_MAX = 3
     """EstimateAlpha(MAX) (Alg. 4)."""
     BALANCING = 4
     """EstimateBalSched (Alg. 5)."""
@@ -47,9 +46,9 @@ class TuningPlan(NamedTuple):
 
     - **burnin_steps** - InitBurnin without M-H correction (Alg. 3, lines 1-3).
     - **burnin_mh_steps** - InitBurnin on the naive cosine schedules (Alg. 3, lines 4-7).
-    - **alpha_min_rounds**, **alpha_max_rounds** - rounds of EstimateAlpha (Alg. 4), each
-      testing ``alpha_proposals`` step sizes; 0 when that end of the schedule is given.
-    - **alpha_repeats** - proposals per tested step size; its acceptance rate is their mean.
+    - **step_size_min_rounds**, **step_size_max_rounds** - rounds of EstimateAlpha (Alg. 4), each
+      testing ``step_size_proposals`` step sizes; 0 when that end of the schedule is given.
+    - **step_size_repeats** - proposals per tested step size; its acceptance rate is their mean.
     - **balancing_proposals** - ``beta`` values tested per schedule position (Alg. 5).
     - **balancing_repeats** - proposals per tested ``beta``.
     - **cycle_length** - ``s``.
@@ -59,19 +58,19 @@ class TuningPlan(NamedTuple):
 
     burnin_steps: int
     burnin_mh_steps: int
-    alpha_min_rounds: int
-    alpha_max_rounds: int
-    alpha_proposals: int
-    alpha_repeats: int
+    step_size_min_rounds: int
+    step_size_max_rounds: int
+    step_size_proposals: int
+    step_size_repeats: int
     balancing_proposals: int
     balancing_repeats: int
     cycle_length: int
     estimate_balancing: bool = True
 
     @property
-    def alpha_round(self) -> int:
+    def step_size_round(self) -> int:
         """Steps per round of EstimateAlpha."""
-        return self.alpha_proposals * self.alpha_repeats
+        return self.step_size_proposals * self.step_size_repeats
 
     @property
     def balancing_round(self) -> int:
@@ -83,8 +82,8 @@ class TuningPlan(NamedTuple):
         """Cumulative step counts at the end of each phase."""
         b0 = self.burnin_steps
         b1 = b0 + self.burnin_mh_steps
-        b2 = b1 + self.alpha_min_rounds * self.alpha_round
-        b3 = b2 + self.alpha_max_rounds * self.alpha_round
+        b2 = b1 + self.step_size_min_rounds * self.step_size_round
+        b3 = b2 + self.step_size_max_rounds * self.step_size_round
         positions = _num_balancing_positions(self.cycle_length) if self.estimate_balancing else 0
         b4 = b3 + positions * self.balancing_round
         return b0, b1, b2, b3, b4
@@ -104,8 +103,8 @@ def _num_balancing_positions(cycle_length: int) -> int:
 def plan_tuning(
     budget: int,
     cycle_length: int,
-    estimate_alpha_min: bool = True,
-    estimate_alpha_max: bool = True,
+    estimate_step_size_min: bool = True,
+    estimate_step_size_max: bool = True,
     estimate_balancing: bool = True,
 ) -> TuningPlan | None:
     """
@@ -131,21 +130,21 @@ def plan_tuning(
     if positions and balancing_proposals < 2:
         return None
     balancing_repeats = min(4, per_position // balancing_proposals) if positions else 1
-    num_estimates = int(estimate_alpha_min) + int(estimate_alpha_max)
+    num_estimates = int(estimate_step_size_min) + int(estimate_step_size_max)
     rest = budget - 2 * burnin - positions * balancing_proposals * balancing_repeats
     per_estimate = rest // num_estimates if num_estimates else 0
-    alpha_proposals = 5
-    alpha_repeats = int(np.clip(per_estimate // (alpha_proposals * 25), 1, 8))
-    rounds = per_estimate // (alpha_proposals * alpha_repeats)
+    step_size_proposals = 5
+    step_size_repeats = int(np.clip(per_estimate // (step_size_proposals * 25), 1, 8))
+    rounds = per_estimate // (step_size_proposals * step_size_repeats)
     if num_estimates and rounds < 1:
         return None
     return TuningPlan(
         burnin_steps=burnin,
         burnin_mh_steps=burnin,
-        alpha_min_rounds=rounds if estimate_alpha_min else 0,
-        alpha_max_rounds=rounds if estimate_alpha_max else 0,
-        alpha_proposals=alpha_proposals,
-        alpha_repeats=alpha_repeats,
+        step_size_min_rounds=rounds if estimate_step_size_min else 0,
+        step_size_max_rounds=rounds if estimate_step_size_max else 0,
+        step_size_proposals=step_size_proposals,
+        step_size_repeats=step_size_repeats,
         balancing_proposals=max(balancing_proposals, 1),
         balancing_repeats=max(balancing_repeats, 1),
         cycle_length=cycle_length,
@@ -155,25 +154,20 @@ def plan_tuning(
 
 def min_tuning_budget(
     cycle_length: int,
-    estimate_alpha_min: bool = True,
-    estimate_alpha_max: bool = True,
+    estimate_step_size_min: bool = True,
+    estimate_step_size_max: bool = True,
     estimate_balancing: bool = True,
 ) -> int:
     """The smallest budget for which :func:`plan_tuning` returns a plan."""
     budget = 0
     while (
         plan_tuning(
-            budget, cycle_length, estimate_alpha_min, estimate_alpha_max, estimate_balancing
+            budget, cycle_length, estimate_step_size_min, estimate_step_size_max, estimate_balancing
         )
         is None
     ):
         budget += 1
     return budget
-
-
-def no_tuning(cycle_length: int = 1) -> TuningPlan:
-    """The plan of a kernel whose schedules are given in full (DMALA): no tuning steps."""
-    return TuningPlan(0, 0, 0, 0, 1, 1, 1, 1, cycle_length)
 
 
 class StepLocation(NamedTuple):
@@ -201,17 +195,19 @@ def locate(plan: TuningPlan, i: jax.Array) -> StepLocation:
     """Where tuning step ``i < plan.num_steps`` lies."""
     b0, b1, b2, b3, _ = plan.boundaries
     phase = jnp.searchsorted(jnp.asarray((b0, b1, b2, b3)), i, side="right")
-    in_alpha = phase <= Phase.ALPHA_MAX
-    start = jnp.where(phase == Phase.ALPHA_MIN, b1, jnp.where(phase == Phase.ALPHA_MAX, b2, b3))
-    round_size = jnp.where(in_alpha, plan.alpha_round, plan.balancing_round)
-    repeats = jnp.where(in_alpha, plan.alpha_repeats, plan.balancing_repeats)
-    num_candidates = jnp.where(in_alpha, plan.alpha_proposals, plan.balancing_proposals)
+    in_step_size = phase <= Phase.STEP_SIZE_MAX
+    start = jnp.where(
+        phase == Phase.STEP_SIZE_MIN, b1, jnp.where(phase == Phase.STEP_SIZE_MAX, b2, b3)
+    )
+    round_size = jnp.where(in_step_size, plan.step_size_round, plan.balancing_round)
+    repeats = jnp.where(in_step_size, plan.step_size_repeats, plan.balancing_repeats)
+    num_candidates = jnp.where(in_step_size, plan.step_size_proposals, plan.balancing_proposals)
     j = jnp.maximum(i - start, 0)
     within = jnp.mod(j, round_size)
     candidate = within // repeats
     repeat = jnp.mod(within, repeats)
     positions = max(_num_balancing_positions(plan.cycle_length), 1)
     balancing_position = jnp.clip(1 + j // plan.balancing_round, 1, positions)
-    candidate_end = (phase >= Phase.ALPHA_MIN) & (repeat == repeats - 1)
+    candidate_end = (phase >= Phase.STEP_SIZE_MIN) & (repeat == repeats - 1)
     round_end = candidate_end & (candidate == num_candidates - 1)
     return StepLocation(phase, candidate, repeat, balancing_position, candidate_end, round_end)

@@ -76,6 +76,9 @@ class DiscreteKernel(MCMCKernel):
     """
 
     sample_field = "z"
+    # the core state the transition carries; its fields after `position` and `log_density`
+    # are the kernel state's fields of the same names
+    core_state_type: type[NamedTuple] = core_state.State
 
     def __init__(
         self,
@@ -274,11 +277,22 @@ class DiscreteKernel(MCMCKernel):
         state = self._compiled_core_init(position, model_args, model_kwargs)
         return self._init_state(key_chain, state)
 
-    def _core_state(self, state: NamedTuple) -> core_state.State:
-        return core_state.State(
-            self._target.flatten(state.z),
-            -state.potential_energy,
-            getattr(state, "log_ratios", None),
+    def _core_state(self, state: NamedTuple) -> NamedTuple:
+        """The core state of `state`: its flat position, ``log pi`` and whatever else the
+        core state caches (the local-ratio table of the path and coordinate-wise kernels),
+        held in the kernel's state under the same name."""
+        core_type = self.core_state_type
+        cached = {name: getattr(state, name) for name in core_type._fields[2:]}
+        return core_type(self._target.flatten(state.z), -state.potential_energy, **cached)
+
+    def _core_fields(self, core: NamedTuple) -> dict[str, Any]:
+        """The kernel-state fields of the core state `core` (the inverse of
+        :meth:`_core_state`)."""
+        position, log_density, *cached = core
+        return dict(
+            z=self._target.unflatten(position),
+            potential_energy=-log_density,
+            **dict(zip(core._fields[2:], cached, strict=True)),
         )
 
     def _sample_one(
@@ -288,17 +302,15 @@ class DiscreteKernel(MCMCKernel):
         return self._step(state, self._core_state(state), density)
 
     def _initial_fields(self, rng_key: jax.Array, state: core_state.State) -> dict[str, Any]:
-        """The fields every kernel state shares, at the start of a chain (``log_ratios``
-        only for kernels that cache them)."""
+        """The fields every kernel state shares, at the start of a chain (with the core
+        state's, see :meth:`_core_fields`)."""
         float_dtype = jnp.result_type(float)
         # strongly typed, as every step's fields are: a weakly typed initial state would make
         # the first step a program of its own (numpyro's progress-bar loop compiles its
         # step once per input type)
-        fields = dict(
+        return dict(
             i=jnp.zeros((), jnp.int32),
-            z=self._target.unflatten(state.position),
-            potential_energy=-state.log_density,
-            log_ratios=state.log_ratios,
+            **self._core_fields(state),
             accept_prob=jnp.zeros((), float_dtype),
             mean_accept_prob=jnp.zeros((), float_dtype),
             num_changed=jnp.zeros((), jnp.int32),
@@ -306,9 +318,6 @@ class DiscreteKernel(MCMCKernel):
             coordinates_changed=jnp.zeros(self._target.num_coords, bool),
             rng_key=rng_key,
         )
-        if state.log_ratios is None:
-            del fields["log_ratios"]
-        return fields
 
     def _step_fields(
         self,
@@ -326,11 +335,9 @@ class DiscreteKernel(MCMCKernel):
         # int32 as in the initial state, also where a count is int64 (64-bit mode)
         num_changed = jnp.asarray(info.num_changed, jnp.int32)
         mean_num_changed = state.mean_num_changed + (num_changed - state.mean_num_changed) / n
-        fields = dict(
+        return dict(
             i=itr,
-            z=self._target.unflatten(new.position),
-            potential_energy=-new.log_density,
-            log_ratios=new.log_ratios,
+            **self._core_fields(new),
             accept_prob=info.accept_prob,
             mean_accept_prob=mean_accept_prob,
             num_changed=num_changed,
@@ -338,9 +345,6 @@ class DiscreteKernel(MCMCKernel):
             coordinates_changed=self._watch.coordinates_changed(state, new.position),
             rng_key=rng_key,
         )
-        if new.log_ratios is None:
-            del fields["log_ratios"]
-        return fields
 
     def sample(
         self, state: NamedTuple, model_args: tuple, model_kwargs: Mapping[str, Any] | None
@@ -366,9 +370,9 @@ class DiscreteKernel(MCMCKernel):
         """Recompute the potential energy (and the cached local log-ratios, if any) at
         ``state.z`` under the conditioning in `model_kwargs`."""
         new = self._compiled_core_init(self._target.flatten(state.z), model_args, model_kwargs)
-        if new.log_ratios is None:
-            return state._replace(potential_energy=-new.log_density)
-        return state._replace(potential_energy=-new.log_density, log_ratios=new.log_ratios)
+        fields = self._core_fields(new)
+        del fields["z"]
+        return state._replace(**fields)
 
     def wrap_model(self, wrapper: Callable[[Callable], Callable]) -> "DiscreteKernel":
         """A copy of this kernel on ``wrapper(model)``; the target is built again at ``init``."""

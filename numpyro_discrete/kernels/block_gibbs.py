@@ -3,14 +3,11 @@ coupled coordinates (an HMM's states in time, each chain of a factorial HMM, a l
 rows) drawn jointly from its exact conditional (:mod:`numpyro_discrete.core.block_gibbs`)."""
 
 from collections.abc import Callable, Mapping
-from typing import NamedTuple
 import warnings
-
-import jax
 
 from numpyro_discrete.core import block_gibbs
 from numpyro_discrete.core.neighbourhood import UNBOUNDED
-from numpyro_discrete.kernels.chromatic import ExactSweepKernel
+from numpyro_discrete.kernels.exact_sweep import ExactSweepKernel, ExactSweepState
 from numpyro_discrete.model.layout import SiteSupport
 from numpyro_discrete.model.target import DiscreteTarget
 from numpyro_discrete.structure.chain_blocks import NotAChainError, find_chain_blocks
@@ -18,32 +15,12 @@ from numpyro_discrete.structure.chain_blocks import NotAChainError, find_chain_b
 __all__ = ["BlockGibbs", "BlockGibbsState"]
 
 
-class BlockGibbsState(NamedTuple):
-    """
-    State of :class:`BlockGibbs`.
+class BlockGibbsState(ExactSweepState):
+    """State of :class:`BlockGibbs`, its fields those of
+    :class:`~numpyro_discrete.kernels.exact_sweep.ExactSweepState` (classes: the classes of
+    chain blocks that share no term)."""
 
-    - **i** - iteration (sweeps).
-    - **z** - dict of the current values of the discrete sites, in the model's dtypes.
-    - **potential_energy** - potential energy ``-log pi(z)`` under the current conditioning.
-    - **accept_prob** - mean over the block classes of this sweep's acceptance
-      probabilities ``min(1, A)``: exactly 1 when the blocks are chains of the model.
-    - **mean_accept_prob** - mean acceptance probability, restarted after warmup.
-    - **num_changed** - number of coordinates this sweep changed.
-    - **mean_num_changed**, **coordinates_changed** - the mean number of coordinates a
-      step changed and which ones changed (``(N,)``), since warmup ended (since the start
-      during warmup), read by :mod:`~numpyro_discrete.kernels.stuck_coordinates`.
-    - **rng_key** - random key for the next sweep.
-    """
-
-    i: jax.Array
-    z: dict[str, jax.Array]
-    potential_energy: jax.Array
-    accept_prob: jax.Array
-    mean_accept_prob: jax.Array
-    num_changed: jax.Array
-    mean_num_changed: jax.Array
-    coordinates_changed: jax.Array
-    rng_key: jax.Array
+    __slots__ = ()
 
 
 class BlockGibbs(ExactSweepKernel):
@@ -134,9 +111,6 @@ class BlockGibbs(ExactSweepKernel):
     def blocks(self) -> dict[str, str] | None:
         """Per site, its blocks in words (found at ``init``; ``None`` before)."""
         return None if self._blocks_found is None else dict(self._blocks_found)
-
-    def get_diagnostics_str(self, state: BlockGibbsState) -> str:
-        return f"acc. prob={float(state.mean_accept_prob):.2f}"
 
     def _setup(self, target: DiscreteTarget) -> None:
         layout = target.layout

@@ -4,13 +4,9 @@ classes of the model's interaction graph, detected at ``init``
 
 from collections.abc import Callable, Mapping
 import dataclasses
-from typing import NamedTuple
 import warnings
 
 import numpy as np
-
-import jax
-from jax import random
 
 from numpyro_discrete.core import chromatic
 from numpyro_discrete.core.neighbourhood import (
@@ -18,13 +14,12 @@ from numpyro_discrete.core.neighbourhood import (
     coordinate_neighbourhood,
     ladder_offsets,
 )
-from numpyro_discrete.core.state import State
-from numpyro_discrete.kernels.base import DiscreteKernel
+from numpyro_discrete.kernels.exact_sweep import ExactSweepKernel, ExactSweepState
 from numpyro_discrete.model.layout import SiteSupport
 from numpyro_discrete.model.move_scales import support_spans
 from numpyro_discrete.model.target import DiscreteTarget
 
-__all__ = ["WHOLE_SUPPORT_SPAN", "ChromaticGibbs", "ChromaticGibbsState", "ExactSweepKernel"]
+__all__ = ["WHOLE_SUPPORT_SPAN", "ChromaticGibbs", "ChromaticGibbsState"]
 
 WHOLE_SUPPORT_SPAN = 128
 """Without an ``ordinal_window``, a bounded ordinal coordinate whose support spans at most
@@ -32,63 +27,12 @@ this many steps is drawn from its exact conditional over its whole support (one 
 of the terms per value), as binary and categorical coordinates are."""
 
 
-class ChromaticGibbsState(NamedTuple):
-    """
-    State of :class:`ChromaticGibbs`.
+class ChromaticGibbsState(ExactSweepState):
+    """State of :class:`ChromaticGibbs`, its fields those of
+    :class:`~numpyro_discrete.kernels.exact_sweep.ExactSweepState` (classes: the colour
+    classes)."""
 
-    - **i** - iteration (sweeps).
-    - **z** - dict of the current values of the discrete sites, in the model's dtypes.
-    - **potential_energy** - potential energy ``-log pi(z)`` under the current conditioning.
-    - **accept_prob** - mean over the colour classes of this sweep's acceptance
-      probabilities ``min(1, A)``: exactly 1 when the colouring is valid.
-    - **mean_accept_prob** - mean acceptance probability, restarted after warmup.
-    - **num_changed** - number of coordinates this sweep changed.
-    - **mean_num_changed**, **coordinates_changed** - the mean number of coordinates a
-      step changed and which ones changed (``(N,)``), since warmup ended (since the start
-      during warmup), read by :mod:`~numpyro_discrete.kernels.stuck_coordinates`.
-    - **rng_key** - random key for the next sweep.
-    """
-
-    i: jax.Array
-    z: dict[str, jax.Array]
-    potential_energy: jax.Array
-    accept_prob: jax.Array
-    mean_accept_prob: jax.Array
-    num_changed: jax.Array
-    mean_num_changed: jax.Array
-    coordinates_changed: jax.Array
-    rng_key: jax.Array
-
-
-class ExactSweepKernel(DiscreteKernel):
-    """Base of the kernels whose step is a sweep of exact conditional draws over classes of
-    coordinates, evaluated from the terms of ``log pi`` (:class:`ChromaticGibbs`,
-    :class:`~numpyro_discrete.BlockGibbs`); their state is :attr:`state_type`."""
-
-    state_type: type = NamedTuple
-
-    _mh_test: bool = True
-
-    @property
-    def mh_test(self) -> bool:
-        """Whether each class's move is tested by Metropolis-Hastings (after ``init``):
-        ``False`` where the draws are proven to be exact conditionals, so every one is
-        taken."""
-        return self._mh_test
-
-    def _density(self, model_args: tuple, model_kwargs: Mapping | None) -> Callable:
-        return self._target.log_terms(model_args, model_kwargs)
-
-    def _core_init(self, position: jax.Array, density: Callable) -> State:
-        return chromatic.init(position, density)
-
-    def _init_state(self, rng_key: jax.Array, state: State) -> NamedTuple:
-        return self.state_type(**self._initial_fields(rng_key, state))
-
-    def _step(self, state: NamedTuple, position: State, log_terms: Callable) -> NamedTuple:
-        key_next, key_step = random.split(state.rng_key)
-        new, info = self._transition(key_step, position, log_terms)
-        return self.state_type(**self._step_fields(state, new, info, key_next))
+    __slots__ = ()
 
 
 class ChromaticGibbs(ExactSweepKernel):
