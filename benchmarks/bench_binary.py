@@ -115,6 +115,7 @@ from numpyro_discrete import ALBP, LBP
 
 from benchmarks.measurement import (
     PROBE_DRAWS,
+    benchmark_parser,
     call_timing,
     chunk_timing,
     coordinate_ess,
@@ -123,6 +124,7 @@ from benchmarks.measurement import (
     fmt,
     fresh_compilation_cache,
     hamming_ess,
+    parse_benchmark_args,
     probe_seconds,
     release_compiled_programs,
     write_results,
@@ -510,42 +512,24 @@ _SIZE_HELP = {
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description="ALBP / LBP-1 / numpyro DiscreteGibbs on Bernoulli and Ising targets."
+    parser = benchmark_parser(
+        "ALBP / LBP-1 / numpyro DiscreteGibbs on Bernoulli and Ising targets.",
+        FULL,
+        QUICK,
+        _SIZE_HELP,
+        (DEFAULT_OUT_DIR, DEFAULT_OUT_DIR),
+        seed_help="MCMC keys and Hamming reference",
     )
     targets = ["bernoulli", "ising"]
     parser.add_argument(
         "--targets", nargs="+", choices=targets, default=targets, help="default: both"
     )
-    for name, text in _SIZE_HELP.items():
-        parser.add_argument(
-            "--" + name.replace("_", "-"),
-            type=int,
-            help=f"{text} (default {FULL[name]}; --quick: {QUICK[name]})",
-        )
     parser.add_argument(
         "--num-chains", type=int, default=1, help="chains, run one after another (default 1)"
     )
     parser.add_argument("--config", choices=["C1", "C2", "C3"], default="C2", help="default C2")
-    parser.add_argument(
-        "--seed", type=int, default=0, help="MCMC keys and Hamming reference (default 0)"
-    )
     parser.add_argument("--target-seed", type=int, default=0, help="target parameters (default 0)")
-    parser.add_argument("--quick", action="store_true", help="tiny sizes, a smoke test")
-    parser.add_argument(
-        "--out-dir",
-        type=Path,
-        default=DEFAULT_OUT_DIR,
-        help="folder of bench_binary.json and bench_binary.md (default benchmarks/results)",
-    )
-    args = parser.parse_args(argv)
-    defaults = QUICK if args.quick else FULL
-    for name, value in defaults.items():
-        if getattr(args, name) is None:
-            setattr(args, name, value)
-    if args.num_chunks < 2:
-        parser.error("--num-chunks must be >= 2 (the first chunk absorbs compilation)")
-    return args
+    return parse_benchmark_args(parser, argv, FULL, QUICK, (DEFAULT_OUT_DIR, DEFAULT_OUT_DIR))
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:

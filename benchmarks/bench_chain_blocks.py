@@ -49,12 +49,37 @@ from numpyro.diagnostics import effective_sample_size, split_gelman_rubin
 from numpyro.infer import MCMC
 
 from benchmarks.bench_fhmm import METHODS, mean_signal, sorted_abs_weights, steady_step_cost
-from benchmarks.measurement import environment, fmt, write_results
+from benchmarks.measurement import (
+    benchmark_parser,
+    environment,
+    fmt,
+    parse_benchmark_args,
+    write_results,
+)
 from benchmarks.targets import fhmm_data, fhmm_enumerated_model, fhmm_model
 
 DEFAULT_OUT_DIR = Path(__file__).resolve().parent / "results"
 DEFAULT_METHODS = ("LBPGibbs", "FFBS-Gibbs", "DiscreteHMCGibbs", "LBPGibbs[albp]")
 ANCHORS = ("FFBS-Gibbs", "DiscreteHMCGibbs")
+#: The sizes of a full run and of ``--quick`` (a smoke test).
+FULL = {
+    "L": 200,
+    "K": 3,
+    "num_warmup": 1000,
+    "num_samples": 2000,
+    "gibbs_num_warmup": 500,
+    "gibbs_num_samples": 1000,
+    "num_chains": 4,
+}
+QUICK = {
+    "L": 12,
+    "K": 2,
+    "num_warmup": 20,
+    "num_samples": 40,
+    "gibbs_num_warmup": 20,
+    "gibbs_num_samples": 40,
+    "num_chains": 2,
+}
 
 
 @dataclass
@@ -167,24 +192,11 @@ def report(rows: Sequence[Row], settings: dict[str, Any]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(description="Chain blocks on the FHMM.")
-    parser.add_argument("--L", type=int, default=200)
-    parser.add_argument("--K", type=int, default=3)
+    out_dirs = (DEFAULT_OUT_DIR, DEFAULT_OUT_DIR)
+    parser = benchmark_parser("Chain blocks on the FHMM.", FULL, QUICK, None, out_dirs)
     parser.add_argument("--config", choices=["C1", "C2", "C3"], default="C3")
-    parser.add_argument("--num-warmup", type=int, default=1000)
-    parser.add_argument("--num-samples", type=int, default=2000)
-    parser.add_argument("--gibbs-num-warmup", type=int, default=500)
-    parser.add_argument("--gibbs-num-samples", type=int, default=1000)
-    parser.add_argument("--num-chains", type=int, default=4)
     parser.add_argument("--methods", nargs="+", default=list(DEFAULT_METHODS))
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--quick", action="store_true", help="tiny sizes, a smoke test")
-    parser.add_argument("--out-dir", type=Path, default=DEFAULT_OUT_DIR)
-    args = parser.parse_args(argv)
-    if args.quick:
-        args.L, args.K, args.num_chains = 12, 2, 2
-        args.num_warmup = args.gibbs_num_warmup = 20
-        args.num_samples = args.gibbs_num_samples = 40
+    args = parse_benchmark_args(parser, argv, FULL, QUICK, out_dirs)
     settings = {k: v for k, v in vars(args).items() if k != "out_dir"}
     data = fhmm_data(args.L, args.K, args.config, seed=args.seed)
     model_args = (jnp.asarray(data.y), args.K)

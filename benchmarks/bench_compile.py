@@ -131,11 +131,12 @@ from numpyro_discrete import ACS, ALBP, ChromaticGibbs, LBPGibbs
 from numpyro_discrete.gallery import GALLERY
 
 from benchmarks.measurement import (
-    apply_presets,
+    benchmark_parser,
     coordinate_ess,
     environment,
     fmt,
     json_ready,
+    parse_benchmark_args,
     write_results,
 )
 from benchmarks.targets import ising_target
@@ -803,9 +804,15 @@ def _names(values: Sequence[str] | None, allowed: Sequence[str], what: str) -> l
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description="First-run, later-run, per-step and end-to-end times of the samplers, "
-        "each measured in a fresh process without a persistent compilation cache."
+    out_dirs = (DEFAULT_OUT_DIR, QUICK_OUT_DIR)
+    parser = benchmark_parser(
+        "First-run, later-run, per-step and end-to-end times of the samplers, each measured "
+        "in a fresh process without a persistent compilation cache.",
+        FULL,
+        QUICK,
+        _HELP,
+        out_dirs,
+        seed_help=None,
     )
     parser.add_argument(
         "--cases", nargs="+", help=f"cases, space or comma separated (default all: {CASES})"
@@ -813,12 +820,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--samplers", nargs="+", help=f"samplers, space or comma separated (default {SAMPLERS})"
     )
-    for name, text in _HELP.items():
-        parser.add_argument(
-            "--" + name.replace("_", "-"),
-            type=float if name == "min_long_seconds" else int,
-            help=f"{text} (default {FULL[name]}; --quick: {QUICK[name]})",
-        )
     parser.add_argument(
         "--gibbs-divisor",
         type=int,
@@ -830,27 +831,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--timeout", type=float, default=600.0, help="seconds per subprocess (default 600)"
     )
-    parser.add_argument("--quick", action="store_true", help="small sizes, a smoke test")
-    parser.add_argument(
-        "--out",
-        "--out-dir",
-        dest="out",
-        type=Path,
-        default=None,
-        help=f"folder of bench_compile.json/.md (default {DEFAULT_OUT_DIR}; --quick: "
-        f"{QUICK_OUT_DIR})",
-    )
     parser.add_argument("--worker", help="internal: run one measurement (a JSON spec)")
-    args = parser.parse_args(argv)
+    args = parse_benchmark_args(parser, argv, FULL, QUICK, out_dirs)
     if args.worker is not None:
         return args
-    apply_presets(args, FULL, QUICK)
     if args.gibbs_divisor < 1:
         parser.error("--gibbs-divisor must be >= 1")
     args.cases = _names(args.cases, CASES, "cases")
     args.samplers = _names(args.samplers, SAMPLERS, "samplers")
-    if args.out is None:
-        args.out = QUICK_OUT_DIR if args.quick else DEFAULT_OUT_DIR
     return args
 
 
@@ -887,7 +875,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
         "rows": [asdict(row) for row in rows],
         "issue_targets": checks,
     }
-    print(f"wrote {write_results(args.out, 'bench_compile', result, report)}")
+    print(f"wrote {write_results(args.out_dir, 'bench_compile', result, report)}")
     return result
 
 

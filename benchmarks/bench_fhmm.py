@@ -123,6 +123,7 @@ from numpyro_discrete import ALBP, BlockGibbs, ChromaticGibbs, LBPGibbs
 
 from benchmarks.measurement import (
     PROBE_DRAWS,
+    benchmark_parser,
     call_timing,
     chunk_timing,
     coordinate_ess,
@@ -130,6 +131,7 @@ from benchmarks.measurement import (
     fmt,
     fresh_compilation_cache,
     hamming_ess,
+    parse_benchmark_args,
     probe_seconds,
     release_compiled_programs,
     write_results,
@@ -565,16 +567,27 @@ def _chains(num_chains: int) -> str:
     return f"{num_chains} chains run one after the other (steps per chain, multi-chain ESS)"
 
 
+#: The sizes of a full run and of ``--quick`` (a smoke test).
+FULL = {
+    "L": 200,
+    "K": 5,
+    "num_warmup": 1000,
+    "num_samples": 2000,
+    "gibbs_num_warmup": 200,
+    "gibbs_num_samples": 400,
+    "num_chunks": 8,
+}
+QUICK = {**FULL, "L": 12, "K": 2, "num_warmup": 20, "num_samples": 40}
+QUICK.update(gibbs_num_warmup=20, gibbs_num_samples=40)
+_HELP = {"L": "time steps", "K": "binary chains", "num_chunks": "timed chunks, >= 2"}
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description="LBPGibbs vs numpyro's samplers on an FHMM.")
-    parser.add_argument("--L", type=int, default=200, help="time steps (default 200)")
-    parser.add_argument("--K", type=int, default=5, help="binary chains (default 5)")
+    out_dirs = (DEFAULT_OUT_DIR, DEFAULT_OUT_DIR)
+    parser = benchmark_parser(
+        "LBPGibbs vs numpyro's samplers on an FHMM.", FULL, QUICK, _HELP, out_dirs
+    )
     parser.add_argument("--config", choices=["C1", "C2", "C3"], default="C2")
-    parser.add_argument("--num-warmup", type=int, default=1000)
-    parser.add_argument("--num-samples", type=int, default=2000)
-    parser.add_argument("--gibbs-num-warmup", type=int, default=200)
-    parser.add_argument("--gibbs-num-samples", type=int, default=400)
-    parser.add_argument("--num-chunks", type=int, default=8, help=">= 2 (default 8)")
     parser.add_argument(
         "--time-budget", type=float, default=300.0, help="seconds per sampler (default 300)"
     )
@@ -599,17 +612,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--sampling-seconds; ESS over all of them (default 1)",
     )
     parser.add_argument("--methods", nargs="+", default=[m.name for m in METHODS])
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--quick", action="store_true", help="tiny sizes, a smoke test")
-    parser.add_argument("--out-dir", type=Path, default=DEFAULT_OUT_DIR)
-    args = parser.parse_args(argv)
-    if args.quick:
-        args.L, args.K = 12, 2
-        args.num_warmup = args.gibbs_num_warmup = 20
-        args.num_samples = args.gibbs_num_samples = 40
-    if args.num_chunks < 2:
-        parser.error("--num-chunks must be >= 2 (the first chunk absorbs compilation)")
-    return args
+    return parse_benchmark_args(parser, argv, FULL, QUICK, out_dirs)
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:

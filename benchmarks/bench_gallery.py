@@ -70,9 +70,10 @@ from numpyro_discrete.gallery import GALLERY, GalleryModel, batch_summaries, mcs
 
 from benchmarks.bench_fhmm import steady_step_cost
 from benchmarks.measurement import (
-    apply_presets,
+    benchmark_parser,
     environment,
     fmt,
+    parse_benchmark_args,
     release_compiled_programs,
     write_results,
 )
@@ -266,46 +267,42 @@ def markdown_report(rows: Sequence[Row], settings: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: The settings of a full run and of ``--quick`` (a smoke test).
+FULL = dict(
+    models=list(GALLERY),
+    methods=list(METHODS),
+    size="example",
+    num_chains=4,
+    num_warmup=500,
+    num_samples=1000,
+    check_warmup=500,
+    check_samples=2000,
+    min_step_seconds=2.0,
+)
+QUICK = dict(
+    models=["mixture", "ising"],
+    methods=["LBPGibbs", "DiscreteHMCGibbs", "DiscreteGibbs", "NUTS-enum"],
+    size="exact",
+    num_chains=2,
+    num_warmup=30,
+    num_samples=30,
+    check_warmup=30,
+    check_samples=30,
+    min_step_seconds=0.05,
+)
+_NAMED = ("models", "methods", "size")
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[1])
+    out_dirs = (DEFAULT_OUT_DIR, QUICK_OUT_DIR)
+    sizes = {k: v for k, v in FULL.items() if k not in _NAMED}
+    quick_sizes = {k: v for k, v in QUICK.items() if k not in _NAMED}
+    parser = benchmark_parser(__doc__.split("\n")[1], sizes, quick_sizes, None, out_dirs)
     parser.add_argument("--models", nargs="+", choices=list(GALLERY), default=None)
     parser.add_argument("--methods", nargs="+", choices=list(METHODS), default=None)
-    parser.add_argument("--num-chains", type=int, default=None)
-    parser.add_argument("--num-warmup", type=int, default=None)
-    parser.add_argument("--num-samples", type=int, default=None)
-    parser.add_argument("--check-warmup", type=int, default=None)
-    parser.add_argument("--check-samples", type=int, default=None)
     parser.add_argument("--size", choices=("example", "exact"), default=None)
-    parser.add_argument("--min-step-seconds", type=float, default=None)
     parser.add_argument("--no-check", dest="check", action="store_false")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--quick", action="store_true", help="tiny sizes: a smoke test")
-    parser.add_argument("--out-dir", type=Path, default=None)
-    args = parser.parse_args(argv)
-    full = dict(
-        models=list(GALLERY),
-        methods=list(METHODS),
-        num_chains=4,
-        num_warmup=500,
-        num_samples=1000,
-        check_warmup=500,
-        check_samples=2000,
-        size="example",
-        min_step_seconds=2.0,
-    )
-    quick = dict(
-        models=["mixture", "ising"],
-        methods=["LBPGibbs", "DiscreteHMCGibbs", "DiscreteGibbs", "NUTS-enum"],
-        num_chains=2,
-        num_warmup=30,
-        num_samples=30,
-        check_warmup=30,
-        check_samples=30,
-        size="exact",
-        min_step_seconds=0.05,
-    )
-    apply_presets(args, full, quick, (DEFAULT_OUT_DIR, QUICK_OUT_DIR))
-    return args
+    return parse_benchmark_args(parser, argv, FULL, QUICK, out_dirs)
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:

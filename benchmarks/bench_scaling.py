@@ -77,9 +77,10 @@ from numpyro_discrete import ALBP, ChromaticGibbs, LBPGibbs
 
 from benchmarks.bench_structure import step_timing
 from benchmarks.measurement import (
-    apply_presets,
+    benchmark_parser,
     environment,
     fmt,
+    parse_benchmark_args,
     peak_rss_mb,
     release_compiled_programs,
     write_results,
@@ -339,23 +340,15 @@ def markdown_report(result: dict[str, Any]) -> str:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description="Step time and ESS/s against chains and N.")
+    out_dirs = (DEFAULT_OUT_DIR, QUICK_OUT_DIR)
+    parser = benchmark_parser(
+        "Step time and ESS/s against chains and N.", FULL, QUICK, None, out_dirs
+    )
     parser.add_argument(
         "--parts", nargs="+", choices=["chains", "size"], default=["chains", "size"]
     )
     parser.add_argument("--samplers", nargs="+", choices=list(SAMPLERS), default=list(SAMPLERS))
-    for name, value in FULL.items():
-        kind = float if name == "min_timing_seconds" else int
-        parser.add_argument("--" + name.replace("_", "-"), type=kind,
-                            nargs="+" if isinstance(value, list) else None,
-                            help=f"default {value}; --quick: {QUICK[name]}")  # fmt: skip
-    parser.add_argument("--seed", type=int, default=0, help="MCMC key (default 0)")
-    parser.add_argument("--quick", action="store_true", help="tiny sizes, a smoke test")
-    parser.add_argument("--out-dir", type=Path, default=None,
-                        help=f"default {DEFAULT_OUT_DIR}; --quick: {QUICK_OUT_DIR}")  # fmt: skip
-    args = parser.parse_args(argv)
-    apply_presets(args, FULL, QUICK, (DEFAULT_OUT_DIR, QUICK_OUT_DIR))
-    return args
+    return parse_benchmark_args(parser, argv, FULL, QUICK, out_dirs)
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:

@@ -118,12 +118,13 @@ from numpyro_discrete.structure.colouring import term_structure
 from numpyro_discrete.structure.dependencies import detect_dependencies
 
 from benchmarks.measurement import (
-    apply_presets,
+    benchmark_parser,
     coordinate_ess,
     environment,
     expected_jump_distance,
     fmt,
     hamming_ess,
+    parse_benchmark_args,
     peak_rss_mb,
     release_compiled_programs,
     write_results,
@@ -699,34 +700,21 @@ _HELP = {
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description="Structure detection, ChromaticGibbs and colour-batched ALBP against "
-        "numpyro's DiscreteGibbs and a hand-written checkerboard Gibbs sampler."
+    out_dirs = (DEFAULT_OUT_DIR, QUICK_OUT_DIR)
+    parser = benchmark_parser(
+        "Structure detection, ChromaticGibbs and colour-batched ALBP against numpyro's "
+        "DiscreteGibbs and a hand-written checkerboard Gibbs sampler.",
+        FULL,
+        QUICK,
+        _HELP,
+        out_dirs,
+        seed_help="MCMC keys, references",
     )
     parts = ["ising", "potts", "detection"]
     parser.add_argument("--targets", nargs="+", choices=parts, default=parts, help="default: all")
-    for name, text in _HELP.items():
-        kind = float if name == "min_timing_seconds" else int
-        parser.add_argument(
-            "--" + name.replace("_", "-"),
-            type=kind,
-            nargs="+" if name == "detect_sizes" else None,
-            help=f"{text} (default {FULL[name]}; --quick: {QUICK[name]})",
-        )
     parser.add_argument("--config", choices=["C1", "C2", "C3"], default="C2", help="Ising, C2")
-    parser.add_argument("--seed", type=int, default=0, help="MCMC keys, references (default 0)")
     parser.add_argument("--target-seed", type=int, default=0, help="target parameters")
-    parser.add_argument("--quick", action="store_true", help="tiny sizes, a smoke test")
-    parser.add_argument(
-        "--out-dir",
-        type=Path,
-        default=None,
-        help=f"folder of bench_structure.json/.md (default {DEFAULT_OUT_DIR}; --quick: "
-        f"{QUICK_OUT_DIR})",
-    )
-    args = parser.parse_args(argv)
-    apply_presets(args, FULL, QUICK, (DEFAULT_OUT_DIR, QUICK_OUT_DIR))
-    return args
+    return parse_benchmark_args(parser, argv, FULL, QUICK, out_dirs)
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:

@@ -41,7 +41,6 @@ import argparse
 from collections.abc import Sequence
 from dataclasses import asdict
 import os
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -66,10 +65,11 @@ from benchmarks.bench_binary import (
     run_sampler,
 )
 from benchmarks.measurement import (
-    apply_presets,
+    benchmark_parser,
     environment,
     fmt,
     fresh_compilation_cache,
+    parse_benchmark_args,
     release_compiled_programs,
     write_results,
 )
@@ -189,27 +189,17 @@ def markdown_report(rows: list[Row], modes: dict[str, dict], settings: dict) -> 
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description="ALBP / LBP-1 / numpyro DiscreteGibbs on Potts and Poisson-latent targets."
+    parser = benchmark_parser(
+        "ALBP / LBP-1 / numpyro DiscreteGibbs on Potts and Poisson-latent targets.",
+        FULL,
+        QUICK,
+        out_dirs=(DEFAULT_OUT_DIR, DEFAULT_OUT_DIR),
     )
     targets = ["potts", "poisson"]
     parser.add_argument("--targets", nargs="+", choices=targets, default=targets)
-    for name, value in FULL.items():
-        parser.add_argument(
-            "--" + name.replace("_", "-"),
-            type=int,
-            help=f"default {value}; --quick: {QUICK[name]}",
-        )
     parser.add_argument("--num-chains", type=int, default=1, help="chains (default 1)")
-    parser.add_argument("--seed", type=int, default=0, help="MCMC keys (default 0)")
     parser.add_argument("--target-seed", type=int, default=0, help="target parameters")
-    parser.add_argument("--quick", action="store_true", help="tiny sizes, a smoke test")
-    parser.add_argument("--out-dir", type=Path, default=DEFAULT_OUT_DIR)
-    args = parser.parse_args(argv)
-    apply_presets(args, FULL, QUICK)
-    if args.num_chunks < 2:
-        parser.error("--num-chunks must be >= 2 (the first chunk absorbs compilation)")
-    return args
+    return parse_benchmark_args(parser, argv, FULL, QUICK, (DEFAULT_OUT_DIR, DEFAULT_OUT_DIR))
 
 
 def _reference(target: Target, seed: int) -> np.ndarray:

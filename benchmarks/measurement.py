@@ -1,8 +1,10 @@
 """What every benchmark measures and records: ESS and EJD of discrete draws, the split of
 wall time into compilation and sampling, a fresh persistent compilation cache, the
-environment of a run, and number formatting for the markdown tables and strict JSON."""
+environment of a run, the command line every benchmark shares (size presets, ``--quick``,
+``--seed``, ``--out-dir``), and number formatting for the markdown tables and strict JSON."""
 
-from collections.abc import Callable, Iterator, Sequence
+import argparse
+from collections.abc import Callable, Iterator, Mapping, Sequence
 import contextlib
 import gc
 import json
@@ -30,6 +32,8 @@ import numpyro_discrete
 __all__ = [
     "PROBE_DRAWS",
     "apply_presets",
+    "benchmark_parser",
+    "parse_benchmark_args",
     "CallTiming",
     "call_timing",
     "chunk_timing",
@@ -207,10 +211,64 @@ def environment() -> dict[str, Any]:
 # --- command line ---------------------------------------------------------------------------
 
 
+def benchmark_parser(
+    description: str,
+    full: Mapping[str, Any],
+    quick: Mapping[str, Any],
+    help: Mapping[str, str] | None = None,
+    out_dirs: tuple[Path, Path] | None = None,
+    seed_help: str | None = "MCMC keys",
+) -> argparse.ArgumentParser:
+    """
+    The command line every benchmark shares: one option per size of the `full` preset (its
+    type, and ``nargs="+"`` for a list, read from the presets; ``None`` until
+    :func:`parse_benchmark_args` fills it from `full` or, with ``--quick``, `quick`),
+    ``--seed`` (what it seeds: `seed_help`; none if ``None``), ``--quick`` and ``--out-dir``
+    (default ``out_dirs``: ``(full, quick)``).
+    The benchmark adds its own options to the parser returned.
+    """
+    help = {} if help is None else help
+    parser = argparse.ArgumentParser(description=description)
+    for name, value in full.items():
+        values = [*value, *quick[name]] if isinstance(value, list) else [value, quick[name]]
+        kind = float if any(isinstance(v, float) for v in values) else type(values[0])
+        text = f"{help[name]} " if name in help else ""
+        parser.add_argument(
+            "--" + name.replace("_", "-"),
+            type=kind,
+            nargs="+" if isinstance(value, list) else None,
+            help=f"{text}(default {value}; --quick: {quick[name]})",
+        )
+    if seed_help is not None:
+        parser.add_argument("--seed", type=int, default=0, help=f"{seed_help} (default 0)")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes, a smoke test")
+    default = "" if out_dirs is None else f" (default {out_dirs[0]}; --quick: {out_dirs[1]})"
+    parser.add_argument(
+        "--out-dir", type=Path, default=None, help=f"folder of the JSON and markdown{default}"
+    )
+    return parser
+
+
+def parse_benchmark_args(
+    parser: argparse.ArgumentParser,
+    argv: Sequence[str] | None,
+    full: Mapping[str, Any],
+    quick: Mapping[str, Any],
+    out_dirs: tuple[Path, Path],
+) -> argparse.Namespace:
+    """Parse `argv` with a :func:`benchmark_parser`, fill the sizes left at ``None`` from the
+    presets (:func:`apply_presets`), and check ``--num-chunks`` where there is one."""
+    args = parser.parse_args(argv)
+    apply_presets(args, full, quick, out_dirs)
+    if getattr(args, "num_chunks", 2) < 2:
+        parser.error("--num-chunks must be >= 2 (the first chunk absorbs compilation)")
+    return args
+
+
 def apply_presets(
     args: Any,
-    full: dict[str, Any],
-    quick: dict[str, Any],
+    full: Mapping[str, Any],
+    quick: Mapping[str, Any],
     out_dirs: tuple[Path, Path] | None = None,
 ) -> None:
     """Set every size option the command line left at ``None`` from the `quick` preset

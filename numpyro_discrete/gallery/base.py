@@ -32,6 +32,7 @@ __all__ = [
     "enumerate_sites",
     "enumerated_nuts_reference",
     "exact_reference",
+    "half_normal_log_grid",
     "mcse",
 ]
 
@@ -148,6 +149,15 @@ def exact_reference(
     mean = {k: np.tensordot(probs, np.asarray(v, np.float64), axes=1) for k, v in values.items()}
     se = {k: np.zeros_like(v) for k, v in mean.items()}
     return Reference(mean, se, method, error, probs)
+
+
+def half_normal_log_grid(grid: np.ndarray, scale: float) -> np.ndarray:
+    """Log integration weights of a ``HalfNormal(scale)`` noise scale on the log-spaced
+    `grid`: the unnormalised density, the Jacobian of ``log sigma`` and the trapezoid rule's
+    end weights, for references that integrate the noise scale numerically."""
+    trapezoid = np.ones(grid.shape)
+    trapezoid[[0, -1]] = 0.5
+    return -0.5 * (grid / scale) ** 2 + np.log(grid) + np.log(trapezoid)
 
 
 def enumerate_sites(

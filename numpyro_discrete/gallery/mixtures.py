@@ -26,6 +26,7 @@ from numpyro_discrete.gallery.base import (
     check_size,
     enumerate_sites,
     exact_reference,
+    half_normal_log_grid,
 )
 
 __all__ = ["MIXTURE", "gaussian_mixture", "mixture_data", "mixture_reference"]
@@ -137,11 +138,7 @@ def mixture_reference(data: Dataset) -> Reference:
     var = SIGMA_GRID[:, None, None] ** 2  # (G, 1, 1)
     log_lik = _cluster_log_marginal(count, total, squares, var).sum(-1)  # (G, S)
     sigma = SIGMA_GRID
-    # HalfNormal(2) density times the Jacobian of log sigma, trapezoid weights
-    log_sigma_prior = -0.5 * (sigma / SCALE_PRIOR) ** 2 + np.log(sigma)
-    trapezoid = np.full(sigma.shape, 1.0)
-    trapezoid[[0, -1]] = 0.5
-    log_joint = log_lik + log_weights_z + (log_sigma_prior + np.log(trapezoid))[:, None]
+    log_joint = log_lik + log_weights_z + half_normal_log_grid(sigma, SCALE_PRIOR)[:, None]
     tau2 = LOC_PRIOR_SCALE**2
     post_var = var * tau2 / (var + count * tau2)  # (G, S, 2)
     post_mean = tau2 * total / (var + count * tau2)

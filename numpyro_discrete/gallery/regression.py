@@ -25,6 +25,7 @@ from numpyro_discrete.gallery.base import (
     check_size,
     enumerate_sites,
     exact_reference,
+    half_normal_log_grid,
 )
 
 __all__ = [
@@ -117,10 +118,7 @@ def variable_selection_reference(data: Dataset) -> Reference:
     solved = np.linalg.solve(cov, np.broadcast_to(y, cov.shape[:-1])[..., None])[..., 0]
     log_lik = -0.5 * (log_det + np.einsum("gsi,i->gs", solved, y) + num * np.log(2 * np.pi))
     sigma = SIGMA_GRID
-    log_sigma_prior = -0.5 * (sigma / NOISE_PRIOR) ** 2 + np.log(sigma)  # Jacobian of log
-    trapezoid = np.full(sigma.shape, 1.0)
-    trapezoid[[0, -1]] = 0.5
-    log_joint = log_lik + log_prior[None] + (log_sigma_prior + np.log(trapezoid))[:, None]
+    log_joint = log_lik + log_prior[None] + half_normal_log_grid(sigma, NOISE_PRIOR)[:, None]
     effect = slab * gamma[None] * np.einsum("ij,gsi->gsj", X, solved)  # (G, S, p)
     shape = log_joint.shape
     values = {
