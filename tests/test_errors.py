@@ -18,6 +18,7 @@ import numpyro.distributions as dist
 from numpyro.infer import HMCECS, MCMC, NUTS
 
 from numpyro_discrete import ACS, ALBP, DMALA, LBP, BlockGibbs, LBPGibbs, SiteSupport
+from numpyro_discrete.model.errors import ModelError
 
 from helpers import beta_bernoulli_model
 
@@ -146,50 +147,51 @@ CASES = [
     Case("model-and-potential", lambda: LBP(binary_model, potential_fn=lambda z: 0.0),
          ValueError, "LBP needs exactly one of `model` or `potential_fn`"),
     Case("neither-model-nor-potential", lambda: LBP(), ValueError, "LBP needs exactly one of"),
-    Case("no-discrete-sites", lambda: _init(ALBP(continuous_model)), ValueError,
-         "ALBP found no discrete latent sites in the model"),
-    Case("continuous-sites", lambda: _init(ALBP(mixed_model)), ValueError,
-         "continuous latent sites 'w' (Normal). Sample them beside ALBP with numpyro's Gibbs"),
-    Case("support-bound-from-latent", lambda: _init(ALBP(latent_bound_model)), ValueError,
-         "Site 'k' (BinomialProbs) has support bounds computed from the value of latent "
-         "site(s) ['n']; ALBP fixes each site's support at `init`"),
+    Case("no-discrete-sites", lambda: _init(ALBP(continuous_model)), ModelError,
+         "ALBP: found no discrete latent sites in the model"),
+    Case("continuous-sites", lambda: _init(ALBP(mixed_model)), ModelError,
+         "continuous latent sites 'w' (Normal). Sample them with NUTS beside a discrete "
+         "kernel: `MCMC(LBPGibbs(NUTS(model)))`"),
+    Case("support-bound-from-latent", lambda: _init(ALBP(latent_bound_model)), ModelError,
+         "ALBP: site 'k' (BinomialProbs) has support bounds computed from the value of latent "
+         "site(s) ['n']; the kernel fixes each site's support at `init`"),
     Case("support-bound-from-traced-argument",
-         lambda: _init_under_jit(ALBP(argument_bound_model)), ValueError,
-         "Site 'k' (BinomialProbs) has support bounds computed from a model argument that is "
-         "traced where ALBP.init runs"),
-    Case("multivariate-discrete-site", lambda: _init(LBP(multinomial_model)), ValueError,
-         "Site 'm' (MultinomialProbs with support Multinomial()) is a multivariate "
+         lambda: _init_under_jit(ALBP(argument_bound_model)), ModelError,
+         "ALBP: site 'k' (BinomialProbs) has support bounds computed from a model argument "
+         "that is traced where the kernel's `init` runs"),
+    Case("multivariate-discrete-site", lambda: _init(LBP(multinomial_model)), ModelError,
+         "LBP: site 'm' (MultinomialProbs with support Multinomial()) is a multivariate "
          "discrete distribution (event shape (3,))"),
-    Case("only-empty-sites", lambda: _init(LBP(zero_size_model)), ValueError,
+    Case("only-empty-sites", lambda: _init(LBP(zero_size_model)), ModelError,
          "LBP: the discrete sites have no coordinates (site shapes {'e': (0,)})"),
     Case("not-differentiable", lambda: _init(LBP(indexing_model, weights="gradient")),
-         ValueError, "cannot be differentiated in the values of site 'x'"),
+         ModelError, "cannot be differentiated in the values of site 'x'"),
     Case("not-differentiable-ordinal",
          lambda: _init(LBP(index_by_poisson_model, weights="gradient")),
-         ValueError, "cannot be differentiated in the values of site 'n'"),
+         ModelError, "cannot be differentiated in the values of site 'n'"),
     Case("infinite-potential-at-init", lambda: _init(LBP(impossible_start_model), X3),
-         ValueError, "the potential energy is [inf] at the initial values of sites ['x']"),
+         ModelError, "the potential energy is [inf] at the initial values of sites ['x']"),
     Case("nan-potential-at-init",
          lambda: _init(ALBP(potential_fn=lambda z: jnp.nan * jnp.sum(z["x"])), X3),
-         ValueError, "the potential energy is [nan]"),
+         ModelError, "the potential energy is [nan]"),
     Case("non-finite-start-vectorized",
          lambda: _vectorized(ALBP(potential_fn=lambda z: jnp.log(jnp.sum(z["x"]) - 1.0)),
                              {"x": jnp.array([[1, 1, 1], [0, 0, 0]], jnp.int32)}),
-         ValueError, "potential energy is [0.693"),
+         ModelError, "potential energy is [0.693"),
     # --- init_params ------------------------------------------------------------------
     Case("potential-without-init-params", lambda: _init(ALBP(potential_fn=_sum_x)),
-         ValueError, "ALBP with `potential_fn` needs `init_params`"),
+         ModelError, "ALBP: with `potential_fn`, the kernel needs `init_params`"),
     Case("init-params-unknown-site", lambda: _init(LBP(binary_model), {"y": X3["x"]}),
-         ValueError, "`init_params` has sites ['y'] that LBP does not sample"),
+         ModelError, "LBP: `init_params` has sites ['y'] that the kernel does not sample"),
     Case("init-params-shape", lambda: _init(LBP(binary_model), {"x": jnp.zeros(4, jnp.int32)}),
-         ValueError, "`init_params['x']` has shape (4,), but site 'x' has shape (3,)"),
+         ModelError, "`init_params['x']` has shape (4,), but site 'x' has shape (3,)"),
     Case("init-params-outside-support",
-         lambda: _init(LBP(poisson_model), {"n": jnp.array([1, -1])}), ValueError,
+         lambda: _init(LBP(poisson_model), {"n": jnp.array([1, -1])}), ModelError,
          "`init_params` has values outside the support of sites 'n' (ordinal[0, inf])"),
     Case("potential-init-params-not-binary",
-         lambda: _init(ALBP(potential_fn=_sum_x), {"x": jnp.array([0, 2, 1])}), ValueError,
+         lambda: _init(ALBP(potential_fn=_sum_x), {"x": jnp.array([0, 2, 1])}), ModelError,
          "`init_params` has values outside the support of sites 'x' (binary(2 values)). "
-         "With `potential_fn`, ALBP treats sites as binary unless `supports` says otherwise"),
+         "With `potential_fn`, the kernel treats sites as binary unless `supports` says otherwise"),
     Case("init-params-no-chain-axis", lambda: _vectorized(ALBP(potential_fn=_sum_x), X3),
          ValueError, "`init_params` must have the same leading dimension as `num_chains`"),
     # --- arguments --------------------------------------------------------------------
@@ -205,7 +207,8 @@ CASES = [
     Case("unknown-weights-per-site", lambda: LBP(binary_model, weights={"x": "taylor"}),
          ValueError, "unknown `weights={'x': 'taylor'}`"),
     Case("weights-unknown-site", lambda: _init(LBP(binary_model, weights={"y": "exact"})),
-         ValueError, "`weights` names sites ['y'] that it does not sample; its sites are ['x']"),
+         ModelError, "LBP: `weights` names sites ['y'] that the kernel does not sample; its "
+         "sites are ['x']"),
     Case("ordinal-window", lambda: LBP(binary_model, ordinal_window=0), ValueError,
          "`ordinal_window` must be None (moves in the units of each site) or an integer >= 1 "
          "(the largest change of an ordinal coordinate in one move), got 0"),
@@ -222,7 +225,7 @@ CASES = [
          "chain blocks draw from at most 64 values per coordinate. Use ChromaticGibbs or ALBP"),
     Case("supports-unknown-site",
          lambda: _init(ALBP(potential_fn=_sum_x, supports={"y": SiteSupport.binary()}), X3),
-         ValueError, "`supports` names sites ['y'] that are not in `init_params`"),
+         ModelError, "ALBP: `supports` names sites ['y'] that are not in `init_params`"),
     Case("categorical-one-category", lambda: SiteSupport.categorical(1), ValueError,
          "needs an integer `num_categories >= 2`, got 1"),
     Case("ordinal-float-bounds", lambda: SiteSupport.ordinal(0.5, 3), ValueError,

@@ -98,8 +98,8 @@ def test_bound_from_a_latent_site_is_refused(kernel, source, name, chain_method)
     mcmc = MCMC(kernel(), num_warmup=2, num_samples=2, num_chains=2, chain_method=chain_method,
                 progress_bar=False)  # fmt: skip
     message = (
-        f"Site 'k' (BinomialProbs) has support bounds computed from the value of latent "
-        f"site(s) ['{source}']; {name} fixes each site's support at `init`"
+        f"{name}: site 'k' (BinomialProbs) has support bounds computed from the value of "
+        f"latent site(s) ['{source}']; the kernel fixes each site's support at `init`"
     )
     with pytest.raises(ValueError, match=re.escape(message)):
         mcmc.run(random.key(0), COUNTS)

@@ -42,7 +42,7 @@ def model():
 
 
 def _target(**kwargs):
-    return DiscreteTarget.from_model(model, random.key(0), (), {}, kernel_name="LBP", **kwargs)
+    return DiscreteTarget.from_model(model, random.key(0), (), {}, **kwargs)
 
 
 def test_model_sites_sorts_the_latent_sites():

@@ -27,11 +27,12 @@ import jax
 from numpyro.infer.mcmc import MCMCKernel
 
 from numpyro_discrete.core.block_gibbs import MAX_BLOCK_VALUES, block_plan, value_counts
-from numpyro_discrete.kernels.base import DiscreteKernel, model_target
+from numpyro_discrete.kernels.base import DiscreteKernel
 from numpyro_discrete.kernels.block_gibbs import BlockGibbs
 from numpyro_discrete.kernels.chromatic import ChromaticGibbs
 from numpyro_discrete.kernels.lbp import ALBP
-from numpyro_discrete.model.target import DiscreteTarget
+from numpyro_discrete.model.errors import named_model_errors
+from numpyro_discrete.model.target import DiscreteTarget, model_target
 from numpyro_discrete.structure.chain_blocks import chain_axes, find_chain_blocks
 
 __all__ = ["SWEEP_BUDGET", "AutoDiscrete", "KernelChoice", "choose_discrete_kernel"]
@@ -151,15 +152,10 @@ class AutoDiscrete(MCMCKernel):
     ) -> NamedTuple:
         kwargs = {} if model_kwargs is None else dict(model_kwargs)
         # the target the Gibbs kernels build (exact weights, the same key)
-        target = model_target(
-            self._model,
-            rng_key,
-            model_args,
-            kwargs,
-            weights="exact",
-            ordinal_window=None,
-            kernel_name=type(self).__name__,
-        )
+        with named_model_errors(type(self).__name__):
+            target = model_target(
+                self._model, rng_key, model_args, kwargs, weights="exact", ordinal_window=None
+            )
         choice = choose_discrete_kernel(target)
         self.chosen, self.reason = choice.kernel(self._model), choice.reason
         logger.info("discrete kernel %s: %s", choice.kernel.__name__, choice.reason)

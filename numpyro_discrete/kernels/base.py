@@ -25,40 +25,17 @@ from numpyro_discrete.core import state as core_state
 from numpyro_discrete.core.local_ratios import LocalFn
 from numpyro_discrete.kernels.arguments import check_kernel_arguments
 from numpyro_discrete.kernels.stuck_coordinates import StuckCoordinateWatch
+from numpyro_discrete.model.errors import named_model_errors
 from numpyro_discrete.model.initial_values import (
     check_init_params,
     check_initial_log_density,
     initial_position,
 )
 from numpyro_discrete.model.layout import SiteSupport
-from numpyro_discrete.model.target import DiscreteTarget
+from numpyro_discrete.model.target import DiscreteTarget, model_target
 from numpyro_discrete.numpyro_internals import SAMPLE_FN_ATTRIBUTE
 
-__all__ = ["DiscreteKernel", "model_target"]
-
-
-def model_target(
-    model: Callable,
-    rng_key: jax.Array,
-    model_args: tuple,
-    model_kwargs: Mapping[str, Any],
-    *,
-    weights: str | Mapping[str, str],
-    ordinal_window: int | None,
-    kernel_name: str,
-) -> DiscreteTarget:
-    """The target of `model` a kernel builds at ``init`` from its chain key (the first of a
-    batch of keys), so that every kernel given the same key reads the same draw."""
-    key_trace = rng_key if is_prng_key(rng_key) else rng_key[0]
-    return DiscreteTarget.from_model(
-        model,
-        random.fold_in(key_trace, 1),
-        model_args,
-        model_kwargs,
-        weights=weights,
-        ordinal_window=ordinal_window,
-        kernel_name=kernel_name,
-    )
+__all__ = ["DiscreteKernel"]
 
 
 class DiscreteKernel(MCMCKernel):
@@ -202,7 +179,6 @@ class DiscreteKernel(MCMCKernel):
         model_args: tuple,
         model_kwargs: dict,
     ) -> DiscreteTarget:
-        name = type(self).__name__
         batched = not is_prng_key(rng_key)
         if self._model is not None:
             return model_target(
@@ -212,7 +188,6 @@ class DiscreteKernel(MCMCKernel):
                 model_kwargs,
                 weights=self._weights,
                 ordinal_window=self._ordinal_window,
-                kernel_name=name,
             )
         return DiscreteTarget.from_potential(
             self._potential_fn,
@@ -221,10 +196,23 @@ class DiscreteKernel(MCMCKernel):
             supports=self._supports,
             weights=self._weights,
             ordinal_window=self._ordinal_window,
-            kernel_name=name,
         )
 
     def init(
+        self,
+        rng_key: jax.Array,
+        num_warmup: int,
+        init_params: Mapping[str, jax.Array] | None,
+        model_args: tuple,
+        model_kwargs: Mapping[str, Any] | None,
+    ) -> NamedTuple:
+        """Read the model (or ``potential_fn``) into the kernel's target and build the
+        initial state of one chain, or of a batch of chains for a batch of keys; a
+        :class:`~numpyro_discrete.model.errors.ModelError` names the kernel."""
+        with named_model_errors(type(self).__name__):
+            return self._init(rng_key, num_warmup, init_params, model_args, model_kwargs)
+
+    def _init(
         self,
         rng_key: jax.Array,
         num_warmup: int,

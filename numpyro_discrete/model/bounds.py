@@ -25,6 +25,8 @@ from numpyro.infer.gibbs import (
     prototype_trace,
 )
 
+from numpyro_discrete.model.errors import ModelError
+
 __all__ = ["concrete_supports"]
 
 
@@ -34,7 +36,6 @@ def concrete_supports(
     sites: Sequence[str],
     model_args: tuple,
     model_kwargs: Mapping[str, Any],
-    kernel_name: str,
 ) -> dict[str, constraints.Constraint]:
     """
     The supports of the discrete `sites` of `model` (traced in `model_trace`, possibly with
@@ -48,7 +49,7 @@ def concrete_supports(
     supports = _supports_at(model, latent, latent, model_args, kwargs, sites)
     traced = [name for name in sites if _is_traced(supports[name])]
     if traced:
-        _raise_for_traced(model, traced, model_args, kwargs, kernel_name)
+        _raise_for_traced(model, traced, model_args, kwargs)
     return {name: _as_numpy(supports[name]) for name in sites}
 
 
@@ -118,7 +119,6 @@ def _raise_for_traced(
     traced: Sequence[str],
     model_args: tuple,
     model_kwargs: Mapping[str, Any],
-    kernel_name: str,
 ) -> None:
     """Why the bounds of the `traced` sites are traced: a traced model argument (still
     traced with every latent value concrete), or the latent sites they are computed from
@@ -130,11 +130,11 @@ def _raise_for_traced(
     from_arguments = [name for name in traced if _is_traced(concrete[name])]
     if from_arguments:
         name = from_arguments[0]
-        raise ValueError(
-            f"Site {name!r} ({type(draw[name]['fn']).__name__}) has support bounds computed "
-            f"from a model argument that is traced where {kernel_name}.init runs (`init` "
+        raise ModelError(
+            f"site {name!r} ({type(draw[name]['fn']).__name__}) has support bounds computed "
+            "from a model argument that is traced where the kernel's `init` runs (`init` "
             "called inside `jit`/`vmap` with the model's arguments as traced inputs); "
-            f"{kernel_name} fixes each site's support at `init`. Pass the arrays the bounds "
+            "the kernel fixes each site's support at `init`. Pass the arrays the bounds "
             "are computed from as concrete values: to `MCMC.run` (which keeps them concrete "
             "at `init` for every chain_method, `jit_model_args=True` included) or closed "
             "over by the model."
@@ -147,9 +147,9 @@ def _raise_for_traced(
             _supports_at(model, latent, (source,), model_args, model_kwargs, [name])[name]
         )
     ]
-    raise ValueError(
-        f"Site {name!r} ({type(draw[name]['fn']).__name__}) has support bounds computed "
-        f"from the value of latent site(s) {sources}; {kernel_name} fixes each site's "
+    raise ModelError(
+        f"site {name!r} ({type(draw[name]['fn']).__name__}) has support bounds computed "
+        f"from the value of latent site(s) {sources}; the kernel fixes each site's "
         "support at `init`, so its bounds must be constants of the model (data or model "
         "arguments). Give the site a fixed support that covers every value it can take "
         "and put the dependence in the density (`numpyro.factor`), or marginalise it "

@@ -12,6 +12,7 @@ import jax.numpy as jnp
 
 from numpyro.infer.gibbs import prototype_trace
 
+from numpyro_discrete.model.errors import ModelError
 from numpyro_discrete.model.feasible_start import feasible_start
 from numpyro_discrete.model.target import DiscreteTarget
 
@@ -24,13 +25,13 @@ def check_init_params(target: DiscreteTarget, init_params: Mapping[str, Any] | N
     if not outside:
         return
     if target.model is not None:
-        raise ValueError(
+        raise ModelError(
             f"`init_params` has values outside the support of sites {', '.join(outside)}; "
             "give each site values its distribution can produce."
         )
-    raise ValueError(
+    raise ModelError(
         f"`init_params` has values outside the support of sites {', '.join(outside)}. With "
-        f"`potential_fn`, {target.kernel_name} treats sites as binary unless `supports` says "
+        "`potential_fn`, the kernel treats sites as binary unless `supports` says "
         "otherwise, e.g. `supports={'s': SiteSupport.categorical(3)}`."
     )
 
@@ -51,13 +52,13 @@ def initial_position(
     values = dict(init_params or {})
     unknown = sorted(set(values) - set(layout.names))
     if unknown:
-        raise ValueError(
-            f"`init_params` has sites {unknown} that {target.kernel_name} does not "
-            f"sample; its sites are {list(layout.names)}."
+        raise ModelError(
+            f"`init_params` has sites {unknown} that the kernel does not sample; its "
+            f"sites are {list(layout.names)}."
         )
     for name, shape in zip(layout.names, layout.shapes, strict=True):
         if name in values and tuple(jnp.shape(values[name])) != shape:
-            raise ValueError(
+            raise ModelError(
                 f"`init_params[{name!r}]` has shape {tuple(jnp.shape(values[name]))}, "
                 f"but site {name!r} has shape {shape}."
             )
@@ -85,8 +86,8 @@ def check_initial_log_density(target: DiscreteTarget, log_density: jax.Array) ->
     """Raise when ``log pi`` is not finite at the initial values of a chain."""
     if isinstance(log_density, jax.core.Tracer) or np.all(np.isfinite(log_density)):
         return
-    raise ValueError(
-        f"{target.kernel_name}: the potential energy is "
+    raise ModelError(
+        "the potential energy is "
         f"{np.ravel(-np.asarray(log_density)).tolist()} at the initial values of sites "
         f"{list(target.layout.names)}, so the chain cannot start there. Pass "
         "`init_params` (to `MCMC.run`) with values of positive probability."

@@ -24,6 +24,7 @@ from numpyro.distributions import (
 )
 
 from numpyro_discrete.core.neighbourhood import UNBOUNDED, CoordinateSupports, SupportKind
+from numpyro_discrete.model.errors import ModelError
 
 __all__ = [
     "SiteLayout",
@@ -240,13 +241,13 @@ def _base_distribution(fn: Any) -> Any:
 
 
 def _site_support(
-    site: Mapping[str, Any], name: str, support: constraints.Constraint, kernel_name: str
+    site: Mapping[str, Any], name: str, support: constraints.Constraint
 ) -> SiteSupport:
     fn = site["fn"]
     if _base_distribution(fn).event_shape:
-        raise ValueError(
-            f"Site {name!r} ({_describe(site)}) is a multivariate discrete distribution "
-            f"(event shape {_base_distribution(fn).event_shape}); {kernel_name} samples "
+        raise ModelError(
+            f"site {name!r} ({_describe(site)}) is a multivariate discrete distribution "
+            f"(event shape {_base_distribution(fn).event_shape}); the kernel samples "
             "univariate discrete "
             "sites (Bernoulli, Categorical, Binomial, Poisson, ...). Rewrite it as "
             "univariate sites, or marginalise it with `infer={'enumerate': 'parallel'}`."
@@ -261,8 +262,8 @@ def _site_support(
     if isinstance(support, constraints.integer_greater_than):
         lower = np.asarray(support.lower_bound)
         return SiteSupport.ordinal(lower.astype(np.int64), None)
-    raise ValueError(
-        f"Site {name!r} ({_describe(site)}) has a discrete support that {kernel_name} cannot "
+    raise ModelError(
+        f"site {name!r} ({_describe(site)}) has a discrete support that the kernel cannot "
         "sample: supported are binary, categorical and integer (bounded or not) supports. "
         "Marginalise it with `infer={'enumerate': 'parallel'}`, or sample it with numpyro's "
         "DiscreteGibbs."
@@ -273,7 +274,6 @@ def layout_from_trace(
     model_trace: Mapping[str, Any],
     sites: Sequence[str],
     supports: Mapping[str, constraints.Constraint],
-    kernel_name: str,
 ) -> SiteLayout:
     """
     Layout of the discrete `sites` of a model trace, given their `supports` with concrete
@@ -281,9 +281,7 @@ def layout_from_trace(
     under ``to_event`` is that of one element, which moves alone). Raises for supports that
     cannot be sampled, naming the site and its distribution.
     """
-    site_supports = tuple(
-        _site_support(model_trace[name], name, supports[name], kernel_name) for name in sites
-    )
+    site_supports = tuple(_site_support(model_trace[name], name, supports[name]) for name in sites)
     return SiteLayout(
         names=tuple(sites),
         shapes=tuple(tuple(np.shape(model_trace[name]["value"])) for name in sites),
@@ -294,7 +292,6 @@ def layout_from_trace(
 
 def layout_from_params(
     init_params: Mapping[str, jax.Array],
-    kernel_name: str,
     batch_ndims: int = 0,
     supports: Mapping[str, SiteSupport] | None = None,
 ) -> SiteLayout:
@@ -304,16 +301,16 @@ def layout_from_params(
     sites.
     """
     if not isinstance(init_params, Mapping) or not init_params:
-        raise ValueError(
-            f"{kernel_name} with `potential_fn` needs `init_params`: a non-empty dict mapping "
+        raise ModelError(
+            "with `potential_fn`, the kernel needs `init_params`: a non-empty dict mapping "
             "each site name to its initial array (with a leading chain axis when "
             "num_chains > 1), e.g. `mcmc.run(key, init_params={'x': jnp.zeros(100, int)})`."
         )
     supports = dict(supports or {})
     unknown = sorted(set(supports) - set(init_params))
     if unknown:
-        raise ValueError(
-            f"{kernel_name}: `supports` names sites {unknown} that are not in `init_params` "
+        raise ModelError(
+            f"`supports` names sites {unknown} that are not in `init_params` "
             f"(sites: {list(init_params)})."
         )
     names = tuple(init_params)

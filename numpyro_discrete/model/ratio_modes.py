@@ -15,6 +15,7 @@ from numpyro.infer.gibbs import GIBBS_SITES_KWARG, prototype_trace
 from numpyro_discrete.core.local_ratios import brute_force_ratios
 from numpyro_discrete.core.neighbourhood import Neighbourhood, SupportKind
 from numpyro_discrete.model.detection import read_dependencies
+from numpyro_discrete.model.errors import ModelError
 from numpyro_discrete.model.layout import SiteLayout
 from numpyro_discrete.model.potential import (
     SiteLogJoint,
@@ -52,7 +53,6 @@ def resolve_weights(
     initial: jax.Array,
     structure: TermStructure,
     neighbourhood: Neighbourhood,
-    kernel_name: str,
     check_point: tuple[SiteLogJoint, jax.Array] | None = None,
 ) -> dict[str, str]:
     """Per site, ``"gradient"`` or ``"exact"``. ``"auto"`` is exact for categorical sites
@@ -71,8 +71,8 @@ def resolve_weights(
     if isinstance(weights, Mapping):
         unknown = sorted(set(weights) - set(layout.names))
         if unknown:
-            raise ValueError(
-                f"{kernel_name}: `weights` names sites {unknown} that it does not sample; its "
+            raise ModelError(
+                f"`weights` names sites {unknown} that the kernel does not sample; its "
                 f"sites are {list(layout.names)}."
             )
         requested = {site: weights.get(site, "auto") for site in layout.names}
@@ -91,8 +91,8 @@ def resolve_weights(
         elif mode != "exact":
             available = gradient_is_available(log_joint, layout, site)
             if mode == "gradient" and not available:
-                raise ValueError(
-                    f"{kernel_name}: the log density cannot be differentiated in the values "
+                raise ModelError(
+                    "the log density cannot be differentiated in the values "
                     f"of site {site!r} (a value used as an index, e.g. `locs[{site}]`, or in "
                     f"an integer-only operation). Use `weights='exact'` or "
                     f"`weights='auto'` (or `weights={{{site!r}: 'exact'}}`)."

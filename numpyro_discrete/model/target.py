@@ -16,6 +16,7 @@ import jax.numpy as jnp
 
 from numpyro.handlers import seed, substitute, trace
 from numpyro.infer.gibbs import conditioned
+from numpyro.util import is_prng_key
 
 from numpyro_discrete.core.local_ratios import LocalFn
 from numpyro_discrete.core.neighbourhood import (
@@ -30,6 +31,7 @@ from numpyro_discrete.model.detection import (
     detect_structure,
     with_summands_as_terms,
 )
+from numpyro_discrete.model.errors import ModelError
 from numpyro_discrete.model.layout import (
     SiteLayout,
     SiteSupport,
@@ -56,7 +58,7 @@ from numpyro_discrete.model.sites import model_sites, site_summary
 from numpyro_discrete.numpyro_internals import prepare_model_for_potential
 from numpyro_discrete.structure.colouring import TermStructure
 
-__all__ = ["DiscreteTarget"]
+__all__ = ["DiscreteTarget", "model_target"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -80,7 +82,6 @@ class DiscreteTarget:
       the coordinates; dense (every term on every coordinate) when it could not be
       detected (:attr:`structure_note`).
     - **structure_note** - why the structure could not be detected (empty otherwise).
-    - **kernel_name** - the kernel that built it, for error messages.
     - **model** - the numpyro model it was read from (``None`` for a ``potential_fn``).
 
     A chain's initial values are in :mod:`~numpyro_discrete.model.initial_values`.
@@ -92,7 +93,6 @@ class DiscreteTarget:
     move_scales: np.ndarray
     structure: TermStructure
     structure_note: str
-    kernel_name: str
     _site_functions: SiteFunctions
     model: Callable | None = None
     _has_deterministic: bool = False
@@ -109,13 +109,13 @@ class DiscreteTarget:
         *,
         weights: WeightsArgument = "auto",
         ordinal_window: int | None = None,
-        kernel_name: str = "kernel",
     ) -> "DiscreteTarget":
         """
         The target of the discrete latent sites of `model` given its arguments and any
         conditioning in `model_kwargs` (numpyro's ``Gibbs`` passes the other blocks' values
-        there). Raises, naming the sites and the fix, for a model without discrete sites,
-        with continuous latent sites, or with supports the kernels cannot move in.
+        there). Raises a :class:`~numpyro_discrete.model.errors.ModelError`, naming the
+        sites and the fix, for a model without discrete sites, with continuous latent
+        sites, or with supports the kernels cannot move in.
         """
         if isinstance(rng_key, jax.core.Tracer):
             # a traced chain key (`pmap` traces `init`): read the model at a concrete draw and
@@ -130,27 +130,23 @@ class DiscreteTarget:
                     model_kwargs,
                     weights=weights,
                     ordinal_window=ordinal_window,
-                    kernel_name=kernel_name,
                 )
         sites = model_sites(model, rng_key, model_args, model_kwargs)
         if not sites.discrete:
-            raise ValueError(
-                f"{kernel_name} found no discrete latent sites in the model (sites marked "
+            raise ModelError(
+                "found no discrete latent sites in the model (sites marked "
                 "`infer={'enumerate': 'parallel'}` are summed out, not sampled). Use NUTS "
                 "for models without discrete latent variables."
             )
         if sites.continuous:
-            raise ValueError(
-                f"{kernel_name} samples discrete sites only, but the model has continuous "
+            raise ModelError(
+                "the kernel samples discrete sites only, but the model has continuous "
                 f"latent sites {site_summary(sites.trace, sites.continuous)}. Sample them "
-                f"beside {kernel_name} with numpyro's Gibbs: `Gibbs([({kernel_name}(model), "
-                "discrete_latent_sites), (NUTS(model), None)])` (from numpyro.infer and "
-                "numpyro.infer.gibbs), or condition the model on them."
+                "with NUTS beside a discrete kernel: `MCMC(LBPGibbs(NUTS(model)))` (from "
+                "numpyro_discrete and numpyro.infer), or condition the model on them."
             )
-        supports = concrete_supports(
-            model, sites.trace, sites.discrete, model_args, model_kwargs, kernel_name
-        )
-        layout = layout_from_trace(sites.trace, sites.discrete, supports, kernel_name)
+        supports = concrete_supports(model, sites.trace, sites.discrete, model_args, model_kwargs)
+        layout = layout_from_trace(sites.trace, sites.discrete, supports)
         enum = bool(sites.enumerated)
         conditioned_model = conditioned(model)
         prepared = prepare_model_for_potential(conditioned_model, sites.trace, enum=enum)
@@ -177,7 +173,6 @@ class DiscreteTarget:
             initial,
             weights,
             ordinal_window,
-            kernel_name,
             conditioned_model,
             has_deterministic,
             concrete_trace,
@@ -194,14 +189,13 @@ class DiscreteTarget:
         supports: Mapping[str, SiteSupport] | None = None,
         weights: WeightsArgument = "auto",
         ordinal_window: int | None = None,
-        kernel_name: str = "kernel",
     ) -> "DiscreteTarget":
         """
         The target ``log pi = -potential_fn(values)`` of the sites of `init_params` (their
         shapes after `batch_ndims` leading chain axes): binary unless `supports` says
         otherwise.
         """
-        layout = layout_from_params(init_params, kernel_name, batch_ndims, supports)
+        layout = layout_from_params(init_params, batch_ndims, supports)
         functions = (potential_log_joint(potential_fn), potential_log_terms(potential_fn))
         first_chain = {
             name: jnp.asarray(init_params[name])[(0,) * batch_ndims] for name in layout.names
@@ -214,7 +208,6 @@ class DiscreteTarget:
             layout.flatten(first_chain),
             weights,
             ordinal_window,
-            kernel_name,
         )
 
     @classmethod
@@ -227,7 +220,6 @@ class DiscreteTarget:
         initial: jax.Array,
         weights: WeightsArgument,
         ordinal_window: int | None,
-        kernel_name: str,
         model: Callable | None = None,
         has_deterministic: bool = False,
         model_trace: Mapping[str, Any] | None = None,
@@ -235,8 +227,8 @@ class DiscreteTarget:
     ) -> "DiscreteTarget":
         if layout.num_coords == 0:
             shapes = dict(zip(layout.names, layout.shapes, strict=True))
-            raise ValueError(
-                f"{kernel_name}: the discrete sites have no coordinates (site shapes "
+            raise ModelError(
+                "the discrete sites have no coordinates (site shapes "
                 f"{shapes}), so there is nothing to sample. Give a site a non-empty shape."
             )
         if isinstance(initial, jax.core.Tracer):
@@ -262,14 +254,12 @@ class DiscreteTarget:
                 initial,
                 structure,
                 neighbourhood,
-                kernel_name,
                 check_point,
             ),
             neighbourhood=neighbourhood,
             move_scales=scales,
             structure=structure,
             structure_note=note,
-            kernel_name=kernel_name,
             _site_functions=site_functions,
             model=model,
             _has_deterministic=has_deterministic,
@@ -354,3 +344,25 @@ class DiscreteTarget:
             return {**z, **deterministic}
 
         return fn
+
+
+def model_target(
+    model: Callable,
+    rng_key: jax.Array,
+    model_args: tuple,
+    model_kwargs: Mapping[str, Any],
+    *,
+    weights: str | Mapping[str, str],
+    ordinal_window: int | None,
+) -> DiscreteTarget:
+    """The target of `model` a kernel builds at ``init`` from its chain key (the first of a
+    batch of keys), so that every kernel given the same key reads the same draw."""
+    key_trace = rng_key if is_prng_key(rng_key) else rng_key[0]
+    return DiscreteTarget.from_model(
+        model,
+        random.fold_in(key_trace, 1),
+        model_args,
+        model_kwargs,
+        weights=weights,
+        ordinal_window=ordinal_window,
+    )
