@@ -16,7 +16,7 @@ from numpyro_discrete.core import cyclical, tuning_plan
 from numpyro_discrete.core.local_ratios import LocalFn
 from numpyro_discrete.core.neighbourhood import SupportKind
 from numpyro_discrete.core.state import State
-from numpyro_discrete.kernels.arguments import check_step_size, is_number
+from numpyro_discrete.kernels.arguments import check_step_size, is_integer, is_number
 from numpyro_discrete.kernels.base import DiscreteKernel
 from numpyro_discrete.kernels.coordinatewise import build_transition
 from numpyro_discrete.model.layout import SiteSupport
@@ -226,7 +226,7 @@ class ACS(DiscreteKernel):
             raise ValueError(
                 f"{name}: `target_accept_prob` must lie in (0, 1), got {target_accept_prob!r}."
             )
-        if not isinstance(cycle_length, (int, np.integer)) or cycle_length < 1:
+        if not (is_integer(cycle_length) and cycle_length >= 1):
             raise ValueError(
                 f"{name}: `cycle_length` must be an integer >= 1 (steps per cycle), got "
                 f"{cycle_length!r}."

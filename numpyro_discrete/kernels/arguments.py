@@ -11,7 +11,7 @@ import numpy as np
 from numpyro_discrete.model.layout import SiteSupport
 from numpyro_discrete.model.potential import WEIGHT_MODES
 
-__all__ = ["check_kernel_arguments", "check_step_size", "is_number"]
+__all__ = ["check_kernel_arguments", "check_step_size", "is_integer", "is_number"]
 
 
 def check_kernel_arguments(
@@ -46,11 +46,7 @@ def check_kernel_arguments(
             f"{name}: `supports` must map site names to `SiteSupport` objects, e.g. "
             "`{'s': SiteSupport.categorical(3), 'n': SiteSupport.ordinal(0, None)}`."
         )
-    if ordinal_window is not None and (
-        not isinstance(ordinal_window, (int, np.integer))
-        or isinstance(ordinal_window, bool)
-        or ordinal_window < 1
-    ):
+    if ordinal_window is not None and not (is_integer(ordinal_window) and ordinal_window >= 1):
         raise ValueError(
             f"{name}: `ordinal_window` must be None (moves in the units of each site) or "
             f"an integer >= 1 (the largest change of an ordinal coordinate in one move), "
@@ -65,7 +61,17 @@ def check_kernel_arguments(
 
 
 def is_number(value: Any) -> bool:
-    return isinstance(value, (int, float, np.integer, np.floating)) and math.isfinite(value)
+    """Whether `value` is a finite real number (a Python or numpy scalar, not a bool)."""
+    return (
+        isinstance(value, (int, float, np.integer, np.floating))
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+    )
+
+
+def is_integer(value: Any) -> bool:
+    """Whether `value` is an integer (a Python or numpy scalar, not a bool)."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
 
 
 def check_step_size(name: str, argument: str, value: Any) -> None:

@@ -5,7 +5,6 @@ and :class:`ALBP` (path length adapted during warmup). Both run the core ALBP st
 as their papers do."""
 
 from collections.abc import Callable, Mapping
-from numbers import Real
 import warnings
 
 import numpy as np
@@ -18,6 +17,7 @@ from numpyro_discrete.core import path_length
 from numpyro_discrete.core.local_ratios import LocalFn
 from numpyro_discrete.core.neighbourhood import SupportKind
 from numpyro_discrete.core.state import State, select
+from numpyro_discrete.kernels.arguments import is_integer, is_number
 from numpyro_discrete.kernels.path_kernel import ALBPState, LBPState, PathKernel
 from numpyro_discrete.model.layout import SiteSupport
 from numpyro_discrete.model.target import DiscreteTarget
@@ -128,7 +128,7 @@ class LBP(PathKernel):
         supports: Mapping[str, SiteSupport] | None = None,
     ) -> None:
         length = 1 if path_length is None else path_length
-        if not isinstance(length, (int, np.integer)) or isinstance(length, bool) or length < 1:
+        if not (is_integer(length) and length >= 1):
             raise ValueError(
                 f"LBP: `path_length` must be an integer >= 1 (the number of coordinates "
                 f"changed per step), got {length!r}."
@@ -251,15 +251,13 @@ class ALBP(PathKernel):
     ) -> None:
         init_length = 1.0 if init_path_length is None else init_path_length
         max_length = max_path_length
-        if not isinstance(target_accept_prob, Real) or not 0.0 < target_accept_prob < 1.0:
+        if not (is_number(target_accept_prob) and 0.0 < target_accept_prob < 1.0):
             raise ValueError(
                 f"ALBP: `target_accept_prob` must lie in (0, 1), got {target_accept_prob!r}."
             )
-        if not isinstance(init_length, Real) or not init_length >= 1.0:
+        if not (is_number(init_length) and init_length >= 1.0):
             raise ValueError(f"ALBP: `init_path_length` must be >= 1, got {init_length!r}.")
-        if max_length is not None and (
-            not isinstance(max_length, (int, np.integer)) or max_length < 1
-        ):
+        if max_length is not None and not (is_integer(max_length) and max_length >= 1):
             raise ValueError(
                 f"ALBP: `max_path_length` must be None or an integer >= 1, got {max_length!r}."
             )

@@ -11,6 +11,7 @@ from numpyro.infer.hmc import HMC
 from numpyro.infer.hmc_gibbs import HMCECS
 from numpyro.infer.mcmc import MCMCKernel
 
+from numpyro_discrete.kernels.arguments import is_integer
 from numpyro_discrete.model.sites import ModelSites, model_sites
 
 __all__ = ["check_arguments", "check_model_sites"]
@@ -26,7 +27,7 @@ def check_arguments(
 ) -> Callable:
     """The model of `inner_kernel`, once the arguments of ``LBPGibbs`` are checked."""
     _check_numpyro_arguments(discrete_kernel, random_walk, modified, num_discrete_updates)
-    if isinstance(num_discrete_steps, bool) or not isinstance(num_discrete_steps, int):
+    if not is_integer(num_discrete_steps):
         raise TypeError(
             f"LBPGibbs: `num_discrete_steps` must be a positive int, got "
             f"{type(num_discrete_steps).__name__}."
