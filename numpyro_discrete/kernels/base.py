@@ -210,45 +210,35 @@ class DiscreteKernel(MCMCKernel):
         initial state of one chain, or of a batch of chains for a batch of keys; a
         :class:`~numpyro_discrete.model.errors.ModelError` names the kernel."""
         with named_model_errors(type(self).__name__):
-            return self._init(rng_key, num_warmup, init_params, model_args, model_kwargs)
-
-    def _init(
-        self,
-        rng_key: jax.Array,
-        num_warmup: int,
-        init_params: Mapping[str, jax.Array] | None,
-        model_args: tuple,
-        model_kwargs: Mapping[str, Any] | None,
-    ) -> NamedTuple:
-        self._num_warmup = num_warmup
-        model_kwargs = {} if model_kwargs is None else dict(model_kwargs)
-        target = self._handed_target or self._build_target(
-            rng_key, init_params, model_args, model_kwargs
-        )
-        self._handed_target = None
-        self._init_given = self._given_sites
-        self._given_sites = None
-        check_init_params(target, init_params)
-        self._target = target
-        self._setup(target)
-        self._watch = StuckCoordinateWatch(
-            target, num_warmup, type(self).__name__, self._stuck_advice
-        )
-        # under `vmap` the check's `lax.cond` would run at every step (its predicate is
-        # batched); its name is the only way to tell a batching tracer
-        self._check_in_sample = type(rng_key).__name__ != "BatchTracer"
-        self._batched = not is_prng_key(rng_key)
-        if is_prng_key(rng_key):
-            state = self._init_one(rng_key, init_params, model_args, model_kwargs)
-            sample_fn = self._sample_one
-        else:
-            state = jax.vmap(self._init_one, in_axes=(0, 0, None, None))(
+            self._num_warmup = num_warmup
+            model_kwargs = {} if model_kwargs is None else dict(model_kwargs)
+            target = self._handed_target or self._build_target(
                 rng_key, init_params, model_args, model_kwargs
             )
-            sample_fn = jax.vmap(self._sample_one, in_axes=(0, None, None))
-        check_initial_log_density(target, -state.potential_energy)
-        setattr(self, SAMPLE_FN_ATTRIBUTE, sample_fn)
-        return state
+            self._handed_target = None
+            self._init_given = self._given_sites
+            self._given_sites = None
+            check_init_params(target, init_params)
+            self._target = target
+            self._setup(target)
+            self._watch = StuckCoordinateWatch(
+                target, num_warmup, type(self).__name__, self._stuck_advice
+            )
+            # under `vmap` the check's `lax.cond` would run at every step (its predicate is
+            # batched); its name is the only way to tell a batching tracer
+            self._check_in_sample = type(rng_key).__name__ != "BatchTracer"
+            self._batched = not is_prng_key(rng_key)
+            if is_prng_key(rng_key):
+                state = self._init_one(rng_key, init_params, model_args, model_kwargs)
+                sample_fn = self._sample_one
+            else:
+                state = jax.vmap(self._init_one, in_axes=(0, 0, None, None))(
+                    rng_key, init_params, model_args, model_kwargs
+                )
+                sample_fn = jax.vmap(self._sample_one, in_axes=(0, None, None))
+            check_initial_log_density(target, -state.potential_energy)
+            setattr(self, SAMPLE_FN_ATTRIBUTE, sample_fn)
+            return state
 
     def _init_one(
         self,
