@@ -91,7 +91,7 @@ def mh_accept(
     is_accepted = jnp.log(uniform) < log_accept
     if metropolis is not True:
         is_accepted = jnp.where(metropolis, is_accepted, is_valid)
-    # a conditional rather than a select: measured on CPU (benchmarks/bench_revisions.py),
+    # a conditional rather than a select: measured on CPU (tools/compare_revisions.py),
     # it keeps ALBP's and ACS's steps as fast as the kernels' former own accept steps,
     # where a select was 2-5% slower; under `vmap` it becomes a select anyway
     new_state = lax.cond(is_accepted, lambda: proposed, lambda: current)

@@ -17,7 +17,7 @@ sampling time, the step time times the number of draws: numpyro traces and compi
 again), and the minimum ESS over coordinates of that later run's draws per second of
 sampling.
 
-    python -m benchmarks.bench_revisions --base 112434b --out-dir benchmarks/results/revisions
+    python -m tools.compare_revisions --base 5526810 --out-dir benchmarks/results/revisions
 """
 
 import argparse
@@ -41,7 +41,7 @@ from numpyro.infer import MCMC
 from benchmarks import measurement
 from benchmarks.targets import ising_target
 
-DEFAULT_BASE = "112434b"
+DEFAULT_BASE = "d99ed6d"  # the previous landing (stop 36)
 KERNELS = ("ALBP", "ACS")
 # also measurable: every kernel whose class takes the model alone
 OTHER_KERNELS = ("LBP", "DMALA", "ChromaticGibbs")
@@ -206,7 +206,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     }
     if args.out_dir is not None:
         args.out_dir.mkdir(parents=True, exist_ok=True)
-        path = args.out_dir / "bench_revisions.json"
+        path = args.out_dir / "compare_revisions.json"
         path.write_text(json.dumps(measurement.json_ready(result), indent=2))
         print(f"wrote {path}")
     return result

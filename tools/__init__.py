@@ -1,0 +1,1 @@
+"""Developer tools: checks of the package itself, not measurements users read."""
