@@ -127,6 +127,7 @@ from benchmarks.measurement import (
     parse_benchmark_args,
     probe_seconds,
     release_compiled_programs,
+    timed_run,
     write_results,
 )
 from benchmarks.targets import Target, bernoulli_target, ising_target
@@ -285,11 +286,9 @@ def _rate(ess: float, seconds: float) -> float:
 # --- running ------------------------------------------------------------------------------
 
 
-def _timed_run(mcmc: MCMC, spec: "SamplerSpec") -> float:
-    start = time.perf_counter()
-    mcmc.run(mcmc.post_warmup_state.rng_key, extra_fields=spec.extra_fields)
-    jax.block_until_ready(mcmc.get_samples(group_by_chain=True)[SITE])
-    return time.perf_counter() - start
+def later_run(mcmc: MCMC, spec: "SamplerSpec") -> float:
+    """A timed later ``run`` from the chain's last state (:func:`timed_run`)."""
+    return timed_run(mcmc, mcmc.post_warmup_state.rng_key, extra_fields=spec.extra_fields)
 
 
 def run_sampler(
@@ -322,7 +321,7 @@ def run_sampler(
 
     draws, extras, chunk_s = [], [], []
     for _ in range(num_chunks):
-        chunk_s.append(_timed_run(mcmc, spec))
+        chunk_s.append(later_run(mcmc, spec))
         samples = mcmc.get_samples(group_by_chain=True)[SITE]
         draws.append(np.asarray(samples).reshape(num_chains, chunk_size, -1))
         fields = mcmc.get_extra_fields(group_by_chain=True)
@@ -332,7 +331,7 @@ def run_sampler(
     # first compiles its program); its draws are not used
     probe_size = max(1, min(PROBE_DRAWS, chunk_size // 10))
     mcmc.num_samples = probe_size
-    probe_s = probe_seconds(lambda: _timed_run(mcmc, spec))
+    probe_s = probe_seconds(lambda: later_run(mcmc, spec))
     calls = call_timing(chunk_s, chunk_size, probe_s, probe_size)
     x = np.concatenate(draws, axis=1).astype(np.int8)  # (chains, draws, N)
     extra = {k: np.concatenate([e[k] for e in extras], axis=1) for k in spec.extra_fields}

@@ -137,6 +137,7 @@ from benchmarks.measurement import (
     fmt,
     json_ready,
     parse_benchmark_args,
+    timed_run,
     write_results,
 )
 from benchmarks.targets import ising_target
@@ -367,14 +368,6 @@ def later_key(state: Any) -> jax.Array:
     return key if jnp.ndim(key) == (0 if typed else 1) else jax.random.key(1)
 
 
-def timed_run(mcmc: MCMC, key: jax.Array, model_args: tuple) -> float:
-    """Seconds of ``mcmc.run(key, *model_args)`` until the samples are ready."""
-    start = time.perf_counter()
-    mcmc.run(key, *model_args)
-    jax.block_until_ready(mcmc.get_samples())
-    return time.perf_counter() - start
-
-
 def first_run(
     spec: dict[str, Any],
     model: Callable,
@@ -403,7 +396,7 @@ def measure_runs(
     def later(num_samples: int) -> float:
         mcmc.post_warmup_state = mcmc.last_state
         mcmc.num_samples = num_samples
-        return timed_run(mcmc, later_key(mcmc.post_warmup_state), model_args)
+        return timed_run(mcmc, later_key(mcmc.post_warmup_state), *model_args)
 
     later_run_s = later(samples)
     short = [later(SHORT_DRAWS), later(SHORT_DRAWS)]
@@ -453,7 +446,7 @@ def measure_progress_bar(
         spec, model, model_args, spec["num_warmup"], spec["num_samples"], True
     )
     mcmc.post_warmup_state = mcmc.last_state
-    later_run_pb_s = timed_run(mcmc, later_key(mcmc.post_warmup_state), model_args)
+    later_run_pb_s = timed_run(mcmc, later_key(mcmc.post_warmup_state), *model_args)
     return {"first_run_pb_s": first_run_pb_s, "later_run_pb_s": later_run_pb_s}
 
 

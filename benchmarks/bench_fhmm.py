@@ -134,6 +134,7 @@ from benchmarks.measurement import (
     parse_benchmark_args,
     probe_seconds,
     release_compiled_programs,
+    timed_run,
     write_results,
 )
 from benchmarks.targets import (
@@ -332,16 +333,13 @@ def steady_step_cost(
         num_steps = math.ceil(num_steps * min(10.0, 1.2 * min_seconds / max(elapsed, 1e-4)))
 
 
-def _timed_run(mcmc: MCMC, model_args: tuple, extra_fields: tuple[str, ...]) -> float:
-    start = time.perf_counter()
-    mcmc.run(mcmc.post_warmup_state.rng_key, *model_args, extra_fields=extra_fields)
-    jax.block_until_ready(mcmc.get_samples(group_by_chain=True))
-    elapsed = time.perf_counter() - start
-    # every run (and chain) loads its program anew: free the memory mappings of the previous
-    # ones (a few chains and chunks of LBPGibbs reach vm.max_map_count); after every run, so
-    # that the chunks and the probe pay the same per-run cost
-    release_compiled_programs()
-    return elapsed
+def later_run(mcmc: MCMC, model_args: tuple, extra_fields: tuple[str, ...]) -> float:
+    """A timed later ``run`` from the chain's last state (:func:`timed_run`). Every run (and
+    chain) loads its program anew: the memory mappings of the previous ones are freed (a few
+    chains and chunks of LBPGibbs reach vm.max_map_count), after every run, so that the
+    chunks and the probe pay the same per-run cost."""
+    key = mcmc.post_warmup_state.rng_key
+    return timed_run(mcmc, key, *model_args, extra_fields=extra_fields, release=True)
 
 
 def sampling_plan(
@@ -432,7 +430,7 @@ def run_method(
             row.status = "stopped at budget"
             row.note = f"{len(chunk_s)} of {num_chunks} chunks within {budget:.0f} s"
             break
-        chunk_s.append(_timed_run(mcmc, model_args, extra_fields))
+        chunk_s.append(later_run(mcmc, model_args, extra_fields))
         samples = mcmc.get_samples(group_by_chain=True)
         for site in draws if method.samples_x else ("w", "b"):
             draws[site].append(np.asarray(samples[site]))
@@ -444,7 +442,7 @@ def run_method(
     # (the first compiles its program), separates numpyro's per-run overhead from sampling
     probe_steps = row.thinning * max(1, min(PROBE_DRAWS, chunk // (10 * row.thinning)))
     mcmc.num_samples = probe_steps
-    probe_s = probe_seconds(lambda: _timed_run(mcmc, model_args, extra_fields))
+    probe_s = probe_seconds(lambda: later_run(mcmc, model_args, extra_fields))
     calls = call_timing(chunk_s, chunk, probe_s, probe_steps)
     row.compile_s = chunk_timing(chunk_s, row.warmup_s, num_warmup == chunk)[0]
     row.num_samples = chunk * len(chunk_s)

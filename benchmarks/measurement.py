@@ -16,6 +16,7 @@ import resource
 import statistics
 import subprocess
 import tempfile
+import time
 from typing import Any, NamedTuple
 import warnings
 
@@ -38,6 +39,7 @@ __all__ = [
     "call_timing",
     "chunk_timing",
     "probe_seconds",
+    "timed_run",
     "coordinate_ess",
     "environment",
     "expected_jump_distance",
@@ -85,6 +87,26 @@ def hamming_ess(draws: np.ndarray, reference: np.ndarray) -> float:
 PROBE_DRAWS = 10
 #: timed probe runs (after one that compiles); the fastest is used
 PROBE_REPEATS = 3
+
+
+def timed_run(
+    mcmc: Any,
+    rng_key: jax.Array,
+    *model_args: Any,
+    extra_fields: tuple[str, ...] = (),
+    release: bool = False,
+) -> float:
+    """Seconds of ``mcmc.run(rng_key, *model_args, extra_fields=...)`` until its samples and
+    extra fields are ready (``block_until_ready``). With `release`, the compiled programs are
+    freed after the timed call (:func:`release_compiled_programs`), so that every run pays
+    the same cost of loading its program."""
+    start = time.perf_counter()
+    mcmc.run(rng_key, *model_args, extra_fields=extra_fields)
+    jax.block_until_ready((mcmc.get_samples(), mcmc.get_extra_fields()))
+    elapsed = time.perf_counter() - start
+    if release:
+        release_compiled_programs()
+    return elapsed
 
 
 def probe_seconds(timed_run: Callable[[], float]) -> float:
