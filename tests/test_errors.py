@@ -1,6 +1,6 @@
 """Every user error is raised early, names the site or argument, and says what to do: the
 misuses of docs/errors.md (each row a case below, under the same id), and the argument
-errors of ACS, DMALA and LBPGibbs and of the deprecated path-length names."""
+errors of ACS, DMALA and LBPGibbs."""
 
 from collections.abc import Callable
 from pathlib import Path
