@@ -2,8 +2,10 @@
 the colouring (valid, with the expected colour counts), colour-batched exact ratios equal to
 the brute-force definition on every kind of model, and what ``weights="auto"`` picks."""
 
+import networkx as nx
 import numpy as np
 import pytest
+import scipy.sparse
 
 import jax
 from jax import random
@@ -15,7 +17,12 @@ import numpyro.distributions as dist
 from numpyro_discrete.core.local_ratios import coloured_ratios, exact_local_fn
 from numpyro_discrete.model.initial_values import initial_position
 from numpyro_discrete.model.target import DiscreteTarget
-from numpyro_discrete.structure.colouring import interaction_graph, term_structure
+from numpyro_discrete.structure.colouring import (
+    colour_coordinates,
+    interaction_graph,
+    term_structure,
+    two_colouring,
+)
 from numpyro_discrete.structure.dependencies import detect_dependencies
 
 # --- models -----------------------------------------------------------------------------------
@@ -251,6 +258,38 @@ def test_lattice_of_a_hundred_thousand_coordinates_has_two_colours():
     assert interaction_graph(
         detect_dependencies(terms, np.zeros(side * side, np.int32))
     ).nnz == 4 * side * (side - 1)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_colouring_of_random_graphs(seed):
+    """Random graphs (sparse, with isolated nodes, several components, odd cycles or not):
+    every colouring is proper; the breadth-first two-colouring exists exactly where
+    networkx finds the graph bipartite, and then the colouring has two classes."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 60))
+    num_edges = int(rng.integers(0, 2 * n))
+    rows, cols = rng.integers(0, n, (2, num_edges))
+    keep = rows != cols
+    if seed % 2:  # a forest: bipartite whatever the edges drawn
+        keep &= cols < rows
+        cols = np.where(keep, rng.integers(0, np.maximum(rows, 1)), cols)
+        rows, cols = rows[keep], cols[keep]
+        _, first = np.unique(rows, return_index=True)
+        rows, cols = rows[first], cols[first]
+    else:
+        rows, cols = rows[keep], cols[keep]
+    adjacency = scipy.sparse.csr_array(
+        (np.ones(2 * rows.size, np.int8), (np.r_[rows, cols], np.r_[cols, rows])), shape=(n, n)
+    )
+    adjacency.sum_duplicates()
+    colour = colour_coordinates(adjacency)
+    r, c = adjacency.nonzero()
+    assert np.all(colour[r] != colour[c])
+    assert np.all(np.diff(np.bincount(colour)) <= 0)  # numbered by decreasing class size
+    bipartite = nx.is_bipartite(nx.from_scipy_sparse_array(adjacency))
+    assert (two_colouring(adjacency) is not None) == bipartite
+    if bipartite:
+        assert colour.max() + 1 == (2 if adjacency.nnz else 1)
 
 
 # --- colour-batched exact ratios ----------------------------------------------------------------

@@ -9,6 +9,7 @@ from typing import NamedTuple
 import networkx as nx
 import numpy as np
 import scipy.sparse
+import scipy.sparse.csgraph
 
 from numpyro_discrete.structure.dependencies import TermDependencies
 
@@ -18,6 +19,7 @@ __all__ = [
     "dense_structure",
     "interaction_graph",
     "term_structure",
+    "two_colouring",
 ]
 
 # networkx's greedy strategies tried, best (fewest colours) kept: largest degree first is
@@ -79,16 +81,41 @@ def interaction_graph(dependencies: TermDependencies) -> scipy.sparse.csr_array:
     )
 
 
+def two_colouring(adjacency: scipy.sparse.csr_array) -> np.ndarray | None:
+    """The colouring of a bipartite `adjacency` by the parity of breadth-first depth (one
+    search from a root joined to every connected component, in scipy's compiled graph
+    routines), or ``None`` where the graph is not bipartite. Lattices, chains and trees are
+    bipartite: their colouring then costs a search, not a Python-level greedy colouring
+    (about 1 s at ``N = 10^5`` with networkx)."""
+    n = adjacency.shape[0]
+    _, component = scipy.sparse.csgraph.connected_components(adjacency, directed=False)
+    firsts = np.unique(component, return_index=True)[1]
+    root = scipy.sparse.csr_array(
+        (np.ones(firsts.size, np.int8), (np.full(firsts.size, n), firsts)), shape=(n + 1, n + 1)
+    )
+    joined = scipy.sparse.block_diag([adjacency, scipy.sparse.csr_array((1, 1))]) + root
+    depth = scipy.sparse.csgraph.shortest_path(joined, directed=False, unweighted=True, indices=n)[
+        :n
+    ]
+    colour = (depth.astype(np.int64) % 2).astype(np.int32)
+    rows, cols = adjacency.nonzero()
+    return colour if np.all(colour[rows] != colour[cols]) else None
+
+
 def colour_coordinates(adjacency: scipy.sparse.csr_array) -> np.ndarray:
-    """A proper colouring of `adjacency` (networkx's greedy colouring, the best of
-    :data:`_STRATEGIES`), colours numbered by decreasing class size."""
-    graph = nx.from_scipy_sparse_array(adjacency)
-    best = None
-    for strategy in _STRATEGIES:
-        colours = nx.greedy_color(graph, strategy=strategy)
-        if best is None or max(colours.values()) < max(best.values()):
-            best = colours
-    colour = np.fromiter((best[j] for j in range(adjacency.shape[0])), np.int32, adjacency.shape[0])
+    """A proper colouring of `adjacency`, colours numbered by decreasing class size: one
+    class without interactions, two for a bipartite graph (:func:`two_colouring`), else
+    networkx's greedy colouring (the best of :data:`_STRATEGIES`)."""
+    n = adjacency.shape[0]
+    colour = np.zeros(n, np.int32) if adjacency.nnz == 0 else two_colouring(adjacency)
+    if colour is None:
+        graph = nx.from_scipy_sparse_array(adjacency)
+        best = None
+        for strategy in _STRATEGIES:
+            colours = nx.greedy_color(graph, strategy=strategy)
+            if best is None or max(colours.values()) < max(best.values()):
+                best = colours
+        colour = np.fromiter((best[j] for j in range(n)), np.int32, n)
     order = np.argsort(-np.bincount(colour), kind="stable")
     rank = np.empty_like(order)
     rank[order] = np.arange(order.size)
