@@ -111,12 +111,16 @@ def ladder_offsets(scales: np.ndarray, upper_offset: np.ndarray | None = None) -
     if upper_offset is not None:
         span = np.maximum(np.asarray(upper_offset, np.float64), 1.0)[:, None]
         rungs = np.where(rungs <= span, rungs, 0)
-    rows = [np.unique(row[row > 0]) for row in rungs]
-    width = max((row.size for row in rows), default=1)
-    table = np.zeros((scales.size, width), np.int32)
-    for j, row in enumerate(rows):
-        table[j, : row.size] = row
-    return table
+    # each row's distinct positive rungs, increasing, moved left (vectorized: N may be 10^5)
+    missing = np.iinfo(np.int64).max
+    rungs = np.sort(np.where(rungs > 0, rungs, missing), axis=1)
+    keep = (rungs != missing) & np.concatenate(
+        [np.ones((scales.size, 1), bool), rungs[:, 1:] != rungs[:, :-1]], axis=1
+    )
+    order = np.argsort(~keep, axis=1, kind="stable")
+    table = np.take_along_axis(np.where(keep, rungs, 0), order, axis=1)
+    width = max(int(keep.sum(1).max()), 1) if scales.size else 1
+    return table[:, :width].astype(np.int32)
 
 
 def coordinate_neighbourhood(
