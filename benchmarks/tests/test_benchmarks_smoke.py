@@ -219,7 +219,7 @@ def test_bench_structure_quick(tmp_path, monkeypatch):
     """``benchmarks/bench_structure.py --quick``: every sampler on the elementwise Ising and
     Potts lattices with finite rates and ratios, 2 colours found on both and on their summed
     forms (sums are split into their summands before detection), the two forms equal,
-    detection timed at both sizes."""
+    detection timed at both sizes in both forms."""
     monkeypatch.syspath_prepend(str(ROOT))
     bench = importlib.import_module("benchmarks.bench_structure")
     _run_quick("bench_structure", tmp_path)
@@ -254,7 +254,7 @@ def _check_bench_structure(bench, result):
     assert result["forms_agree"] and all(item["equal"] for item in result["forms_agree"])
     for summary in result["structures"]:
         assert summary["num_colours"] == 2, summary
-    assert len(result["detection"]) == 2
+    assert [item["form"] for item in result["detection"]] == ["elementwise", "summed"] * 2
     for item in result["detection"]:
         assert item["num_colours"] == 2
         assert _is_finite_number(item["detect_and_colour_s"]) and item["traced_peak_mb"] > 0
