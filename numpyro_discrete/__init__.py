@@ -9,6 +9,7 @@ from numpyro_discrete.kernels.chromatic import ChromaticGibbs, ChromaticGibbsSta
 from numpyro_discrete.kernels.dmala import DMALA, DMALAState
 from numpyro_discrete.kernels.lbp import ALBP, LBP, ALBPState, LBPState
 from numpyro_discrete.kernels.lbp_gibbs import LBPGibbs, LBPGibbsState
+from numpyro_discrete.model.errors import ModelError
 from numpyro_discrete.model.layout import SiteSupport, discrete_sites
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "LBPGibbs",
     "LBPGibbsState",
     "LBPState",
+    "ModelError",
     "SiteSupport",
     "discrete_sites",
 ]

@@ -17,8 +17,16 @@ import numpyro
 import numpyro.distributions as dist
 from numpyro.infer import HMCECS, MCMC, NUTS
 
-from numpyro_discrete import ACS, ALBP, DMALA, LBP, BlockGibbs, LBPGibbs, SiteSupport
-from numpyro_discrete.model.errors import ModelError
+from numpyro_discrete import (
+    ACS,
+    ALBP,
+    DMALA,
+    LBP,
+    BlockGibbs,
+    LBPGibbs,
+    ModelError,
+    SiteSupport,
+)
 
 from helpers import beta_bernoulli_model
 
