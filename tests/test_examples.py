@@ -10,6 +10,12 @@ import pytest
 from examples_loader import load_example
 
 
+def run_example(name: str, out_dir, *args: str) -> dict:
+    """``examples/<name>.py`` run with `args`, writing to `out_dir`, without progress bars;
+    its printed summary as a dict."""
+    return load_example(name).main([*args, "--out", str(out_dir), "--no-progress-bar"])
+
+
 def assert_saved_figure(summary: dict, tmp_path, name: str) -> None:
     """The example saved its figure, `name`.png, in the output folder and reported it."""
     figure = tmp_path / f"{name}.png"
@@ -19,16 +25,13 @@ def assert_saved_figure(summary: dict, tmp_path, name: str) -> None:
 
 @pytest.mark.slow
 def test_ising_example(tmp_path):
-    ising = load_example("ising")
-    summary = ising.main(
-        [
-            "--p", "6",
-            "--num-warmup", "30",
-            "--num-samples", "20",
-            "--num-chains", "1",
-            "--out", str(tmp_path),
-            "--no-progress-bar",
-        ]
+    summary = run_example(
+        "ising",
+        tmp_path,
+        "--p", "6",
+        "--num-warmup", "30",
+        "--num-samples", "20",
+        "--num-chains", "1",
     )  # fmt: skip
     assert_saved_figure(summary, tmp_path, "ising")
     assert summary["num_coords"] == 36 and summary["num_draws"] == 20
@@ -41,17 +44,14 @@ def test_ising_example(tmp_path):
 
 @pytest.mark.slow
 def test_fhmm_example(tmp_path):
-    fhmm = load_example("fhmm")
-    summary = fhmm.main(
-        [
-            "--L", "20",
-            "--K", "2",
-            "--num-warmup", "30",
-            "--num-samples", "20",
-            "--num-chains", "2",
-            "--out", str(tmp_path),
-            "--no-progress-bar",
-        ]
+    summary = run_example(
+        "fhmm",
+        tmp_path,
+        "--L", "20",
+        "--K", "2",
+        "--num-warmup", "30",
+        "--num-samples", "20",
+        "--num-chains", "2",
     )  # fmt: skip
     assert_saved_figure(summary, tmp_path, "fhmm")
     assert summary["num_draws"] == 40 and len(summary["w_mean"]) == 2
@@ -66,16 +66,13 @@ def test_fhmm_example(tmp_path):
 
 @pytest.mark.slow
 def test_hmm_example(tmp_path):
-    hmm = load_example("hmm")
-    summary = hmm.main(
-        [
-            "--T", "40",
-            "--K", "2",
-            "--num-warmup", "30",
-            "--num-samples", "30",
-            "--out", str(tmp_path),
-            "--no-progress-bar",
-        ]
+    summary = run_example(
+        "hmm",
+        tmp_path,
+        "--T", "40",
+        "--K", "2",
+        "--num-warmup", "30",
+        "--num-samples", "30",
     )  # fmt: skip
     assert (tmp_path / "hmm.png").is_file()
     assert summary["blocks"] == {"x": "1 chain(s) of 40 along axis 0"}
@@ -103,18 +100,15 @@ def test_fhmm_relabelling_undoes_permutations_and_flips():
 
 
 def test_segmentation_example(tmp_path, capsys):
-    segmentation = load_example("segmentation")
-    summary = segmentation.main(
-        [
-            "--p", "8",
-            "--num-warmup", "10",
-            "--num-samples", "10",
-            # one chain: with the progress bar off, numpyro compiles each chain's loop
-            "--num-chains", "1",
-            "--compare-seconds", "0.1",
-            "--out", str(tmp_path),
-            "--no-progress-bar",
-        ]
+    summary = run_example(
+        "segmentation",
+        tmp_path,
+        "--p", "8",
+        "--num-warmup", "10",
+        "--num-samples", "10",
+        # one chain: with the progress bar off, numpyro compiles each chain's loop
+        "--num-chains", "1",
+        "--compare-seconds", "0.1",
     )  # fmt: skip
     last_line = capsys.readouterr().out.strip().splitlines()[-1]
     assert re.fullmatch(r"max r_hat: \d+\.\d+", last_line), last_line
@@ -140,23 +134,20 @@ def test_segmentation_summaries_are_label_free():
 
 @pytest.mark.slow
 def test_multimodal_example(tmp_path):
-    multimodal = load_example("multimodal")
-    summary = multimodal.main(
-        [
-            "--variant", "uneven",
-            "--num-side", "2",
-            "--spacing", "10",
-            "--sigma2", "2",
-            "--window", "10",
-            "--cycle-length", "4",
-            "--step-size-max", "50",
-            "--step-size-min", "1",
-            "--dmala-step-size", "2",
-            "--num-warmup", "100",
-            "--num-samples", "100",
-            "--out", str(tmp_path),
-            "--no-progress-bar",
-        ]
+    summary = run_example(
+        "multimodal",
+        tmp_path,
+        "--variant", "uneven",
+        "--num-side", "2",
+        "--spacing", "10",
+        "--sigma2", "2",
+        "--window", "10",
+        "--cycle-length", "4",
+        "--step-size-max", "50",
+        "--step-size-min", "1",
+        "--dmala-step-size", "2",
+        "--num-warmup", "100",
+        "--num-samples", "100",
     )  # fmt: skip
     assert_saved_figure(summary, tmp_path, "multimodal")
     metrics = summary["metrics"]["uneven"]
