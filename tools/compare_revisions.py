@@ -17,7 +17,7 @@ sampling time, the step time times the number of draws: numpyro traces and compi
 again), and the minimum ESS over coordinates of that later run's draws per second of
 sampling.
 
-    python -m tools.compare_revisions --base 5526810 --out-dir benchmarks/results/revisions
+    python -m tools.compare_revisions --base d99ed6d --out-dir benchmarks/results/revisions
 """
 
 import argparse

@@ -97,7 +97,9 @@ def two_colouring(adjacency: scipy.sparse.csr_array) -> np.ndarray | None:
     depth = scipy.sparse.csgraph.shortest_path(joined, directed=False, unweighted=True, indices=n)[
         :n
     ]
-    colour = (depth.astype(np.int64) % 2).astype(np.int32)
+    # the first coordinate of each component (depth 1) in class 0, as a greedy colouring
+    # in index order puts it
+    colour = ((depth.astype(np.int64) - 1) % 2).astype(np.int32)
     rows, cols = adjacency.nonzero()
     return colour if np.all(colour[rows] != colour[cols]) else None
 
