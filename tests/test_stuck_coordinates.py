@@ -96,9 +96,7 @@ def test_check_steps():
 
 
 def test_coordinate_names():
-    layout = layout_from_params(
-        {"a": jnp.zeros((), jnp.int32), "b": jnp.zeros((2, 3), jnp.int32)}, "test"
-    )
+    layout = layout_from_params({"a": jnp.zeros((), jnp.int32), "b": jnp.zeros((2, 3), jnp.int32)})
     assert layout.coordinate_name(0) == ("a", "")
     assert layout.coordinate_name(1) == ("b", "[0, 0]")
     assert layout.coordinate_name(6) == ("b", "[1, 2]")
