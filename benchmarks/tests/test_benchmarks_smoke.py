@@ -299,4 +299,5 @@ def test_bench_gallery_quick(tmp_path):
     assert rows[("mixture", "LBPGibbs")]["chosen"] == "ChromaticGibbs"
     assert rows[("mixture", "NUTS-enum")]["status"] == "ok"
     assert rows[("ising", "NUTS-enum")]["status"] == "n/a"
-    assert (tmp_path / "bench_gallery.md").read_text().count("\n| ") == 9
+    # the table's header, its separator (``| --- |``) and the 8 rows
+    assert (tmp_path / "bench_gallery.md").read_text().count("\n| ") == 10
