@@ -22,10 +22,10 @@ from numpyro.infer.gibbs import (
     GIBBS_SITES_KWARG,
     conditioned,
     latent_sample_sites,
-    prototype_trace,
 )
 
 from numpyro_discrete.model.errors import ModelError
+from numpyro_discrete.model.sites import reading_trace
 
 __all__ = ["concrete_supports"]
 
@@ -123,8 +123,7 @@ def _raise_for_traced(
     """Why the bounds of the `traced` sites are traced: a traced model argument (still
     traced with every latent value concrete), or the latent sites they are computed from
     (found one latent site at a time)."""
-    with jax.ensure_compile_time_eval():
-        draw = prototype_trace(conditioned(model), random.key(0), model_args, model_kwargs)
+    draw = reading_trace(conditioned(model), random.key(0), model_args, model_kwargs)
     latent = {name: draw[name]["value"] for name in latent_sample_sites(draw)}
     concrete = _supports_at(model, latent, (), model_args, model_kwargs, traced)
     from_arguments = [name for name in traced if _is_traced(concrete[name])]

@@ -10,7 +10,7 @@ import jax
 from jax import random
 import jax.numpy as jnp
 
-from numpyro.infer.gibbs import GIBBS_SITES_KWARG, prototype_trace
+from numpyro.infer.gibbs import GIBBS_SITES_KWARG
 
 from numpyro_discrete.core.local_ratios import brute_force_ratios
 from numpyro_discrete.core.neighbourhood import Neighbourhood, SupportKind
@@ -22,6 +22,7 @@ from numpyro_discrete.model.potential import (
     flat_log_density,
     gradient_is_available,
 )
+from numpyro_discrete.model.sites import reading_trace
 from numpyro_discrete.structure.colouring import TermStructure
 
 __all__ = [
@@ -150,8 +151,9 @@ def gradient_errors(
 
 
 class ReadingPoint(NamedTuple):
-    """Where a model's target is read: a draw of every latent site from the prior with a
-    fixed key, the values numpyro's ``Gibbs`` conditions on replaced by that draw's.
+    """Where a model's target is read: the model's :func:`~numpyro_discrete.model.sites.
+    reading_trace` with a fixed key, the values numpyro's ``Gibbs`` conditions on replaced
+    by that draw's.
 
     - **log_joint** - the discrete sites' log joint given that draw of the others.
     - **x** - the flat discrete values of the draw.
@@ -177,8 +179,7 @@ def reading_point(
     method (whose conditioning values are traced under ``vmap`` and ``pmap``), so that the
     structure, the move scales and the ratio modes read there are too."""
     plain_kwargs = {k: v for k, v in model_kwargs.items() if k != GIBBS_SITES_KWARG}
-    with jax.ensure_compile_time_eval():
-        draw = prototype_trace(model, random.key(0), model_args, plain_kwargs)
+    draw = reading_trace(model, random.key(0), model_args, plain_kwargs)
     kwargs = dict(plain_kwargs)
     if GIBBS_SITES_KWARG in model_kwargs:
         given = model_kwargs[GIBBS_SITES_KWARG]

@@ -158,8 +158,8 @@ class DiscreteTarget:
             )
 
         has_deterministic = any(site["type"] == "deterministic" for site in sites.trace.values())
-        # the structure, the scales and the ratio modes are read at one draw of every site
-        # from the prior with a fixed key, not at the chain's own draw: every chain (and
+        # the structure, the scales and the ratio modes are read at one point with a fixed
+        # key (`reading_trace`), not at the chain's own draw: every chain (and
         # every chain method) then builds the same target, with the same candidate tables
         reading = reading_point(
             model, sites.discrete, layout, site_functions, model_args, model_kwargs
