@@ -16,9 +16,12 @@ from collections.abc import Mapping
 from typing import NamedTuple
 
 import numpy as np
-import scipy.sparse
 
-from numpyro_discrete.structure.colouring import TermStructure, colour_coordinates
+from numpyro_discrete.structure.colouring import (
+    TermStructure,
+    colour_coordinates,
+    shared_term_graph,
+)
 
 __all__ = ["chain_axes", "ChainBlocks", "NotAChainError", "chain_axis_problem", "find_chain_blocks"]
 
@@ -204,14 +207,5 @@ def _colour_blocks(structure: TermStructure, coords: np.ndarray, num_coords: int
     rows = np.repeat(np.arange(num_blocks), coords.shape[1])
     block_of[coords.ravel()] = rows
     pair_blocks = block_of[structure.pair_coords]
-    incidence = scipy.sparse.csr_array(
-        (np.ones(pair_blocks.size, np.int8), (structure.pair_terms, pair_blocks)),
-        shape=(structure.num_terms, num_blocks),
-    )
-    adjacency = (incidence.T @ incidence).tocoo()
-    off = adjacency.row != adjacency.col
-    graph = scipy.sparse.csr_array(
-        (np.ones(int(off.sum()), np.int8), (adjacency.row[off], adjacency.col[off])),
-        shape=(num_blocks, num_blocks),
-    )
+    graph = shared_term_graph(structure.pair_terms, pair_blocks, structure.num_terms, num_blocks)
     return colour_coordinates(graph)

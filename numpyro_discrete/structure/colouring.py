@@ -18,6 +18,7 @@ __all__ = [
     "colour_coordinates",
     "dense_structure",
     "interaction_graph",
+    "shared_term_graph",
     "term_structure",
     "two_colouring",
 ]
@@ -65,10 +66,19 @@ class TermStructure(NamedTuple):
 def interaction_graph(dependencies: TermDependencies) -> scipy.sparse.csr_array:
     """The symmetric ``(N, N)`` adjacency of the coordinates (no self loops); dense terms
     are left out (a model with one is dense anyway)."""
-    n, e = dependencies.num_coords, dependencies.num_terms
+    return shared_term_graph(
+        dependencies.terms, dependencies.coords, dependencies.num_terms, dependencies.num_coords
+    )
+
+
+def shared_term_graph(
+    terms: np.ndarray, nodes: np.ndarray, num_terms: int, num_nodes: int
+) -> scipy.sparse.csr_array:
+    """The symmetric ``(num_nodes, num_nodes)`` adjacency (no self loops) of the nodes that
+    share a term, where node ``nodes[i]`` takes part in term ``terms[i]``: coordinates, or
+    blocks of coordinates."""
     incidence = scipy.sparse.csr_array(
-        (np.ones(dependencies.terms.shape[0], np.int8), (dependencies.terms, dependencies.coords)),
-        shape=(e, n),
+        (np.ones(terms.shape[0], np.int8), (terms, nodes)), shape=(num_terms, num_nodes)
     )
     adjacency = (incidence.T @ incidence).tocoo()
     off_diagonal = adjacency.row != adjacency.col
@@ -77,7 +87,7 @@ def interaction_graph(dependencies: TermDependencies) -> scipy.sparse.csr_array:
             np.ones(int(off_diagonal.sum()), np.int8),
             (adjacency.row[off_diagonal], adjacency.col[off_diagonal]),
         ),
-        shape=(n, n),
+        shape=(num_nodes, num_nodes),
     )
 
 
