@@ -575,8 +575,15 @@ FULL = {
     "gibbs_num_samples": 400,
     "num_chunks": 8,
 }
-QUICK = {**FULL, "L": 12, "K": 2, "num_warmup": 20, "num_samples": 40}
-QUICK.update(gibbs_num_warmup=20, gibbs_num_samples=40)
+QUICK = {
+    "L": 12,
+    "K": 2,
+    "num_warmup": 20,
+    "num_samples": 40,
+    "gibbs_num_warmup": 20,
+    "gibbs_num_samples": 40,
+    "num_chunks": 8,
+}
 _HELP = {"L": "time steps", "K": "binary chains", "num_chunks": "timed chunks, >= 2"}
 
 

@@ -10,14 +10,16 @@ binary site ``x`` of shape ``(p, p)`` and spins ``s = 2 x - 1``:
     \\log \\pi(x) = \\sum_i a_i s_i - \\lambda \\sum_{\\langle i, j \\rangle} s_i s_j + C,
 
 where ``<i, j>`` runs over the horizontal and vertical neighbour pairs, each counted once
-(the same target as ``ising_target`` in ``benchmarks/targets.py``). The external field
-``a`` is drawn once: ``a_i ~ U(-c, 2c)`` inside the disc
-``(v1 - p/2)^2 + (v2 - p/2)^2 <= p^2/2`` (``v1, v2 = 0..p-1`` the row and column of site
-``i``) and ``a_i ~ U(-2c, c)`` outside it. The defaults ``p = 50, c = 0.3, lambda = 0.15``
-(2500 binary coordinates) are the "C2" Ising target of Sun, Dai and Schuurmans (2022,
-Appendix D.2), taken as written there: note that a disc of radius ``p / sqrt(2)`` centred
-on the lattice covers every site (the corners lie on its boundary), so all ``a_i`` are in
-fact drawn from ``U(-c, 2c)``.
+(the field and energy of the gallery's Ising model,
+:mod:`numpyro_discrete.gallery.lattices`, written here as one summed factor; the gallery
+writes it elementwise). The external field ``a`` is drawn once (numpy, ``--seed``):
+``a_i ~ U(-c, 2c)`` inside the disc ``(v1 - p/2)^2 + (v2 - p/2)^2 <= p^2/2``
+(``v1, v2 = 0..p-1`` the row and column of site ``i``) and ``a_i ~ U(-2c, c)`` outside
+it. The defaults ``p = 50, c = 0.3, lambda = 0.15`` (2500 binary coordinates) are the
+"C2" Ising target of Sun, Dai and Schuurmans (2022, Appendix D.2), taken as written
+there: note that a disc of radius ``p / sqrt(2)`` centred on the lattice covers every
+site (the corners lie on its boundary), so all ``a_i`` are in fact drawn from
+``U(-c, 2c)``.
 With ``lambda > 0`` the coupling favours unequal neighbours (antiferromagnetic).
 
 The model is sampled with :class:`~numpyro_discrete.ALBP`: each step changes ``R``
@@ -64,30 +66,18 @@ import numpyro.distributions as dist
 from numpyro.infer import MCMC
 
 from numpyro_discrete import ALBP
+from numpyro_discrete.gallery.lattices import ising_energy, ising_field
 
 matplotlib.use("Agg")
 
 EXTRA_FIELDS = ("accept_prob", "path_length", "num_changed")
 
 
-def external_field(rng_key, p, c):
-    """The field ``a`` of shape ``(p, p)``: ``U(-c, 2c)`` inside the disc, ``U(-2c, c)``
-    outside it."""
-    v1, v2 = jnp.meshgrid(jnp.arange(p), jnp.arange(p), indexing="ij")
-    inside = (v1 - p / 2) ** 2 + (v2 - p / 2) ** 2 <= p**2 / 2
-    u = random.uniform(rng_key, (p, p), minval=-c, maxval=2 * c)
-    # U(-2c, c) is U(-c, 2c) shifted by -c
-    return jnp.where(inside, u, u - c)
-
-
 def ising_model(field, lam):
-    """Ising model on an open lattice with external field `field` and coupling `lam`."""
-    p1, p2 = field.shape
-    x = numpyro.sample("x", dist.Bernoulli(0.5).expand([p1, p2]))
-    s = 2 * x - 1
-    # neighbour pairs of the open lattice: vertical, then horizontal
-    pairs = jnp.sum(s[1:, :] * s[:-1, :]) + jnp.sum(s[:, 1:] * s[:, :-1])
-    numpyro.factor("ising", jnp.sum(field * s) - lam * pairs)
+    """Ising model on an open lattice with external field `field` and coupling `lam`, its
+    log density one scalar factor (the gallery's ``ising_energy``)."""
+    x = numpyro.sample("x", dist.Bernoulli(0.5).expand(field.shape))
+    numpyro.factor("ising", ising_energy(x, field, lam))
 
 
 def run_inference(model, args, rng_key, *model_args):
@@ -184,10 +174,9 @@ def main(argv=None):
     )
     args = parser.parse_args(argv)
 
-    key_field, key_mcmc = random.split(random.key(args.seed))
-    field = external_field(key_field, args.p, args.c)
+    field = jnp.asarray(ising_field(args.p, args.c, args.seed))
     mcmc, warmup_R, warmup_time, sample_time = run_inference(
-        ising_model, args, key_mcmc, field, args.lam
+        ising_model, args, random.key(args.seed), field, args.lam
     )
     summary = summarise(mcmc, warmup_R, warmup_time, sample_time)
 
