@@ -48,7 +48,13 @@ import jax.numpy as jnp
 from numpyro.diagnostics import effective_sample_size, split_gelman_rubin
 from numpyro.infer import MCMC
 
-from benchmarks.bench_fhmm import METHODS, mean_signal, sorted_abs_weights, steady_step_cost
+from benchmarks.bench_fhmm import (
+    METHODS,
+    QUICK_SIZES,
+    mean_signal,
+    sorted_abs_weights,
+    steady_step_cost,
+)
 from benchmarks.measurement import (
     benchmark_parser,
     environment,
@@ -71,15 +77,7 @@ FULL = {
     "gibbs_num_samples": 1000,
     "num_chains": 4,
 }
-QUICK = {
-    "L": 12,
-    "K": 2,
-    "num_warmup": 20,
-    "num_samples": 40,
-    "gibbs_num_warmup": 20,
-    "gibbs_num_samples": 40,
-    "num_chains": 2,
-}
+QUICK = {**QUICK_SIZES, "num_chains": 2}
 
 
 @dataclass

@@ -575,15 +575,16 @@ FULL = {
     "gibbs_num_samples": 400,
     "num_chunks": 8,
 }
-QUICK = {
+#: The FHMM benchmarks' smoke-test sizes (also ``bench_chain_blocks``'s).
+QUICK_SIZES = {
     "L": 12,
     "K": 2,
     "num_warmup": 20,
     "num_samples": 40,
     "gibbs_num_warmup": 20,
     "gibbs_num_samples": 40,
-    "num_chunks": 8,
 }
+QUICK = {**QUICK_SIZES, "num_chunks": 8}
 _HELP = {"L": "time steps", "K": "binary chains", "num_chunks": "timed chunks, >= 2"}
 
 
