@@ -71,10 +71,13 @@ def _run_pair(job: tuple[int, tuple]) -> dict:
     return result
 
 
-def run(pairs_file: Path, indices: list[int], workers: int, log: Path, time_limit: float) -> None:
+def load_pairs(pairs_file: Path) -> list[tuple]:
     _import_suite()  # the pairs hold the suite's model specs
-    pairs = pickle.loads(pairs_file.read_bytes())
-    jobs = [(i, pairs[i]) for i in indices if i < len(pairs)]
+    return pickle.loads(pairs_file.read_bytes())
+
+
+def run(jobs: list[tuple[int, tuple]], workers: int, log: Path, time_limit: float) -> None:
+    """Run the `(index, pair)` jobs with the test's check, one JSON line each in `log`."""
     deadline = time.monotonic() + time_limit
     counts: dict[str, int] = {}
     context = multiprocessing.get_context("spawn")
@@ -113,12 +116,10 @@ def main():
     if args.command == "record":
         print(f"{record(args.out)} pairs recorded in {args.out}")
     else:
-        indices = args.indices or list(range(args.start, args.stop))
-        if args.continuous:
-            _import_suite()
-            pairs = pickle.loads(args.pairs.read_bytes())
-            indices = [i for i in indices if i < len(pairs) and pairs[i][0].continuous]
-        run(args.pairs, indices, args.workers, args.log, args.time_limit)
+        pairs = load_pairs(args.pairs)
+        indices = args.indices or range(args.start, min(args.stop, len(pairs)))
+        jobs = [(i, pairs[i]) for i in indices if not args.continuous or pairs[i][0].continuous]
+        run(jobs, args.workers, args.log, args.time_limit)
 
 
 if __name__ == "__main__":
