@@ -119,6 +119,7 @@ from numpyro_discrete.model.target import DiscreteTarget
 from numpyro_discrete.structure.colouring import term_structure
 from numpyro_discrete.structure.dependencies import detect_dependencies
 
+from benchmarks.bench_sweeps import checkerboard_ising
 from benchmarks.measurement import (
     benchmark_parser,
     coordinate_ess,
@@ -270,50 +271,6 @@ def step_timing(
     return compile_s, best / num_steps
 
 
-# --- the hand-written checkerboard Gibbs sampler --------------------------------------------
-
-
-def checkerboard_gibbs(field: np.ndarray, lam: float) -> tuple[Callable, Callable]:
-    """Chromatic Gibbs by hand for :func:`~benchmarks.targets.ising_target`'s density
-    ``sum_i a_i s_i - lam sum_<ij> s_i s_j`` on the open lattice: ``P(s_i = 1 | rest) =
-    sigmoid(2 (a_i - lam n_i))`` with ``n_i`` the sum of the neighbour spins, one colour
-    of the checkerboard at a time. Returns ``(sweep, run)``: ``sweep((s, key)) -> (s, key)``
-    and ``run(key, s, num_warmup, num_samples) -> ((s, key), draws)``, the draws
-    ``x = (s + 1) / 2`` of each post-warmup sweep, ``(num_samples, p, p)`` int8; jit `run`
-    with `num_samples` static (the scan's length)."""
-    field = jnp.asarray(field, jnp.float32)
-    rows, cols = np.indices(field.shape)
-    black = jnp.asarray((rows + cols) % 2 == 0)
-
-    def neighbour_sum(s: jax.Array) -> jax.Array:
-        padded = jnp.pad(s, 1)  # open lattice: zero spins outside
-        return padded[:-2, 1:-1] + padded[2:, 1:-1] + padded[1:-1, :-2] + padded[1:-1, 2:]
-
-    def half_sweep(s: jax.Array, key: jax.Array, colour: jax.Array) -> jax.Array:
-        p_up = jax.nn.sigmoid(2.0 * (field - lam * neighbour_sum(s)))
-        new = jnp.where(random.uniform(key, s.shape) < p_up, 1.0, -1.0)
-        return jnp.where(colour, new, s)
-
-    def sweep(carry: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
-        s, key = carry
-        key, key_black, key_white = random.split(key, 3)
-        s = half_sweep(s, key_black, black)
-        return half_sweep(s, key_white, ~black), key
-
-    def run(
-        key: jax.Array, s: jax.Array, num_warmup: jax.Array, num_samples: int
-    ) -> tuple[tuple[jax.Array, jax.Array], jax.Array]:
-        carry = lax.fori_loop(0, num_warmup, lambda _, c: sweep(c), (s, key))
-
-        def collect(c: tuple, _: None) -> tuple[tuple, jax.Array]:
-            c = sweep(c)
-            return c, ((c[0] + 1) // 2).astype(jnp.int8)
-
-        return lax.scan(collect, carry, None, length=num_samples)
-
-    return sweep, run
-
-
 # --- running --------------------------------------------------------------------------------
 
 
@@ -384,11 +341,27 @@ def run_checkerboard(
     min_seconds: float,
     repeats: int,
 ) -> Draws:
-    """The hand-written sampler, timed like :func:`run_mcmc`: a first call of its jitted run
-    (compilation included) from uniform random spins, a later call from its last state,
-    then the steady step time of its sweep."""
+    """The hand-written sampler (:func:`benchmarks.bench_sweeps.checkerboard_ising`), timed
+    like :func:`run_mcmc`: a first call of its jitted run (compilation included) from
+    uniform random spins, a later call from its last state, then the steady step time of
+    its sweep."""
     start = time.perf_counter()
-    sweep, run = checkerboard_gibbs(target.params["field"], float(target.params["lambda"]))
+    sampler = checkerboard_ising(target.params["field"], float(target.params["lambda"]))
+
+    def sweep(carry: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
+        s, key = carry
+        key, sweep_key = random.split(key)
+        return sampler.sweep(s, sweep_key), key
+
+    def run(key: jax.Array, s: jax.Array, num_warmup: jax.Array, num_samples: int):
+        carry = lax.fori_loop(0, num_warmup, lambda _, c: sweep(c), (s, key))
+
+        def collect(c: tuple, _: None) -> tuple[tuple, jax.Array]:
+            c = sweep(c)
+            return c, sampler.read(c[0]).astype(jnp.int8)
+
+        return lax.scan(collect, carry, None, length=num_samples)
+
     jitted = jax.jit(run, static_argnums=3)
     key_init, key_run = random.split(key)
     s0 = 2.0 * random.bernoulli(key_init, 0.5, target.shape).astype(jnp.float32) - 1.0

@@ -139,6 +139,47 @@ def test_sampled_sweeps_follow_the_exact_matrix(space, x64):
     assert chi_square_rows(sampled_counts(sweep, target, states, 3), matrix) > 1e-3
 
 
+@pytest.mark.parametrize("space", ["binary", "mixed"])
+@pytest.mark.parametrize("mh_test, coordinate_test", [(True, False), (True, True), (False, False)])
+@pytest.mark.parametrize("colouring", ["detected", "wrong"])
+def test_unrolled_sweep_draws_what_the_loop_draws(space, mh_test, coordinate_test, colouring):
+    """A sweep over few classes runs unrolled, each class with constant members; it must
+    draw exactly the states of the loop over classes (the definition, with padded members),
+    from every state, with every test the kernel can run and with a wrong colouring."""
+    target, states = _space(space)
+    structure = target.structure
+    if colouring == "wrong":
+        colour = np.arange(structure.num_coords) % 3
+        colour[:2] = 0
+        structure = structure._replace(colour=colour.astype(np.int32), num_colours=3)
+    log_terms = target.log_terms()
+    keys = random.split(random.key(7), 50)
+
+    def chain_ends(max_unrolled_classes):
+        sweep = chromatic.build_kernel(
+            target.neighbourhood,
+            structure,
+            mh_test=mh_test,
+            coordinate_test=coordinate_test,
+            max_unrolled_classes=max_unrolled_classes,
+        )
+
+        @jax.jit
+        def run(x):
+            def step(state, key):
+                state, info = sweep(key, state, log_terms)
+                return state, (state.position, info.accept_prob, info.num_changed)
+
+            return jax.lax.scan(step, chromatic.init(x, log_terms), keys)[1]
+
+        return [np.asarray(a) for a in jax.vmap(run)(jnp.asarray(states))]
+
+    looped, unrolled = chain_ends(0), chain_ends(structure.num_colours)
+    np.testing.assert_array_equal(unrolled[0], looped[0])
+    np.testing.assert_array_equal(unrolled[2], looped[2])
+    np.testing.assert_allclose(unrolled[1], looped[1], rtol=1e-6)
+
+
 def test_coordinate_tests_of_a_valid_colouring(x64):
     """A valid colouring of ordinal windows, each coordinate of a class tested on its own
     (what ``ChromaticGibbs`` runs on a proven structure with ordinal sites): ``pi T = pi``

@@ -51,6 +51,10 @@ __all__ = ["build_kernel", "class_conditional", "class_members", "init"]
 
 LogTerms = Callable[[jax.Array], jax.Array]
 
+# Sweeps over at most this many colour classes are unrolled (`build_kernel`): a lattice's 2
+# classes, a mixture's 1; a sparse graph's colourings rarely need more.
+MAX_UNROLLED_CLASSES = 8
+
 
 def init(position: jax.Array, log_terms: LogTerms) -> SweepState:
     """The state at `position`: ``log pi`` is the sum of the terms; no ratios are cached
@@ -124,6 +128,7 @@ def build_kernel(
     structure: TermStructure,
     mh_test: bool = True,
     coordinate_test: bool = False,
+    max_unrolled_classes: int = MAX_UNROLLED_CLASSES,
 ) -> Callable[[jax.Array, SweepState, LogTerms], tuple[SweepState, Info]]:
     """
     One chromatic sweep: ``(rng_key, state, log_terms) -> (state, info)``, the classes of
@@ -145,25 +150,41 @@ def build_kernel(
         leaves the product invariant. A joint test accepts with the product of the
         coordinates' probabilities, which vanishes on large classes of ordinal coordinates
         (50 counts of an N-mixture model accepted with probability 1e-40 and froze).
+    :param max_unrolled_classes: up to this many classes, the sweep is unrolled: each class
+        is its own piece of the program, with its members as constants (gathers at constant
+        indices, no dynamic slices or padding), which halves a lattice sweep's time on CPU;
+        beyond it, one loop over the classes keeps the program's size, and its compile
+        time, independent of the number of classes. Both give the same draws.
     """
     # numpy, not jax arrays: `init` may run inside a trace (`pmap`), where a jax array made
     # here would be a tracer captured by the kernel and leaked into later traces
     colour = np.asarray(structure.colour)
     order, starts, sizes, width = class_members(structure)
 
+    unrolled = structure.num_colours <= max_unrolled_classes
+
     def class_move(log_terms: LogTerms, carry: tuple, inputs: tuple) -> tuple:
         x, terms_x, log_p = carry
         c, uniforms, coordinate_uniforms = inputs
         in_class = colour == c
-        members = lax.dynamic_slice(jnp.asarray(order), (jnp.asarray(starts)[c],), (width,))
-        members = jnp.where(jnp.arange(width) < jnp.asarray(sizes)[c], members, x.shape[0])
+        if unrolled:
+            # c is a Python int: the members are constants, unpadded
+            members = jnp.asarray(order[starts[c] : starts[c] + sizes[c]])
+            uniforms = jnp.concatenate([uniforms[: sizes[c]], uniforms[-1:]])
+            coordinate_uniforms = coordinate_uniforms[: sizes[c]]
+        else:
+            members = lax.dynamic_slice(jnp.asarray(order), (jnp.asarray(starts)[c],), (width,))
+            members = jnp.where(jnp.arange(width) < jnp.asarray(sizes)[c], members, x.shape[0])
         # forward: each coordinate of the class from its conditional at x, by inversion
         values, log_probs = class_conditional(
             log_terms, structure, neighbourhood, x, terms_x, in_class, members
         )
         slot = _inverse_cdf(jnp.exp(log_probs), uniforms[:-1])
         new_values = jnp.take_along_axis(values, slot[:, None], 1)[:, 0]
-        y = x.at[members].set(new_values, mode="drop")
+        # members are sorted (a stable argsort); unrolled, they are also unique (no padding)
+        y = x.at[members].set(
+            new_values, mode="drop", indices_are_sorted=True, unique_indices=unrolled
+        )
         terms_y = log_terms(y)
         log_p_y = jnp.sum(terms_y)
         num_changed = jnp.sum(y != x, dtype=jnp.int32)
@@ -189,7 +210,9 @@ def build_kernel(
             is_member = members < x.shape[0]
             taken = (coordinate_uniforms < accept_j) | ~is_member
             kept = jnp.where(taken, new_values, x[jnp.where(is_member, members, 0)])
-            x_new = x.at[members].set(kept, mode="drop")
+            x_new = x.at[members].set(
+                kept, mode="drop", indices_are_sorted=True, unique_indices=unrolled
+            )
             terms_new = log_terms(x_new)
             num_changed = jnp.sum(x_new != x, dtype=jnp.int32)
             accept_prob = jnp.sum(jnp.where(is_member, accept_j, 0.0)) / jnp.maximum(
@@ -218,21 +241,29 @@ def build_kernel(
     ) -> tuple[SweepState, Info]:
         x = state.position
         terms_x = log_terms(x)
-        classes = jnp.arange(structure.num_colours)
         # one batch of uniforms per sweep: each class's draws (by inversion) and its test
         uniforms = random.uniform(rng_key, (structure.num_colours, width + 1))
         # the coordinates' own tests draw from a key of their own: the other paths' draws
         # stay those of earlier versions
         coordinate_uniforms = (
             random.uniform(random.fold_in(rng_key, 1), (structure.num_colours, width))
-            if coordinate_test
+            if coordinate_test and mh_test
             else jnp.zeros((structure.num_colours, 0))
         )
-        (x, _, log_p), (accept_prob, accepted, num_changed) = lax.scan(
-            lambda carry, inputs: class_move(log_terms, carry, inputs),
-            (x, terms_x, jnp.sum(terms_x)),
-            (classes, uniforms, coordinate_uniforms),
-        )
+        carry = (x, terms_x, jnp.sum(terms_x))
+        if unrolled:
+            moves = []
+            for c in range(structure.num_colours):
+                carry, move = class_move(log_terms, carry, (c, uniforms[c], coordinate_uniforms[c]))
+                moves.append(move)
+            accept_prob, accepted, num_changed = map(jnp.stack, zip(*moves, strict=True))
+        else:
+            carry, (accept_prob, accepted, num_changed) = lax.scan(
+                lambda carry, inputs: class_move(log_terms, carry, inputs),
+                carry,
+                (jnp.arange(structure.num_colours), uniforms, coordinate_uniforms),
+            )
+        x, _, log_p = carry
         info = Info(jnp.mean(accept_prob), jnp.all(accepted), jnp.sum(num_changed, dtype=jnp.int32))
         return SweepState(x, log_p), info
 
