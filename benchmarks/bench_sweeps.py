@@ -159,8 +159,13 @@ def checkerboard_potts(field: np.ndarray, beta: float) -> Sampler:
         for colour in (black, ~black):
             counts = _neighbour_sum(jax.nn.one_hot(x, num_colours, dtype=jnp.float32))
             probs = jax.nn.softmax(field + beta * counts, axis=-1)
-            draw = jnp.sum(jnp.cumsum(probs, axis=-1)[..., :-1] <= u[..., None], axis=-1)
-            x = jnp.where(colour, draw.astype(x.dtype), x)
+            # inversion by a running sum over the few colours (a cumulative sum is a slow
+            # reduce-window on CPU)
+            running, draw = jnp.zeros_like(u), jnp.zeros(x.shape, x.dtype)
+            for k in range(num_colours - 1):
+                running = running + probs[..., k]
+                draw = draw + (running <= u).astype(x.dtype)
+            x = jnp.where(colour, draw, x)
         return x
 
     init = jnp.zeros(field.shape[:2], jnp.int32)
@@ -236,21 +241,6 @@ def thrml_sampler(target: Target, model: str) -> Sampler:
     return Sampler(init, sweep, read)
 
 
-# --- ChromaticGibbs ---------------------------------------------------------------------------
-
-
-def chromatic_sampler(target: Target, key: jax.Array) -> tuple[Sampler, ChromaticGibbs]:
-    """The kernel's ``sample`` as the sweep (its state carries its own key)."""
-    kernel = ChromaticGibbs(target.model)
-    state = kernel.init(key, 0, None, (), {})
-    sampler = Sampler(
-        state,
-        lambda state, _: kernel.sample(state, (), {}),
-        lambda state: state.z[SITE].reshape(-1).astype(jnp.int32),
-    )
-    return sampler, kernel
-
-
 # --- measuring --------------------------------------------------------------------------------
 
 
@@ -260,23 +250,39 @@ def make_target(model: str, p: int) -> Target:
     return potts_target(p, elementwise=True)
 
 
-def first_run(name: str, target: Target, key: jax.Array, warmup: int, samples: int) -> float:
-    """Seconds from building the sampler to `samples` full draws after `warmup` sweeps."""
+def make_sampler(name: str, target: Target) -> Sampler:
+    """The hand-written or THRML sampler of `target` (ChromaticGibbs: :func:`first_run`)."""
+    model = "ising" if target.name.startswith("ising") else "potts"
+    if name == "checkerboard":
+        if model == "ising":
+            return checkerboard_ising(target.params["field"], float(target.params["lambda"]))
+        return checkerboard_potts(target.params["field"], POTTS_BETA)
+    return thrml_sampler(target, model)
+
+
+def first_run(
+    name: str, target: Target, key: jax.Array, warmup: int, samples: int
+) -> tuple[float, Sampler]:
+    """Seconds from building the sampler to `samples` full draws after `warmup` sweeps, and
+    the sampler at its last state. ChromaticGibbs runs in ``MCMC`` as a user runs it; its
+    sweep is then the kernel's ``sample`` (whose state carries its own key)."""
     start = time.perf_counter()
     if name == "ChromaticGibbs":
-        mcmc = MCMC(
-            ChromaticGibbs(target.model),
-            num_warmup=warmup,
-            num_samples=samples,
-            progress_bar=False,
-        )
+        kernel = ChromaticGibbs(target.model)
+        mcmc = MCMC(kernel, num_warmup=warmup, num_samples=samples, progress_bar=False)
         mcmc.run(key)
         jax.block_until_ready(mcmc.get_samples())
-        return time.perf_counter() - start
-    sampler = make_sampler(name, target, key)
+        seconds = time.perf_counter() - start
+        sampler = Sampler(
+            mcmc.last_state,
+            lambda state, _: kernel.sample(state, (), {}),
+            lambda state: state.z[SITE].reshape(-1).astype(jnp.int32),
+        )
+        return seconds, sampler
+    sampler = make_sampler(name, target)
 
     @jax.jit
-    def run(state: Any, key: jax.Array) -> jax.Array:
+    def run(state: Any, key: jax.Array) -> tuple[Any, jax.Array]:
         warm_key, key = random.split(key)
         state = lax.fori_loop(
             0, warmup, lambda i, s: sampler.sweep(s, random.fold_in(warm_key, i)), state
@@ -286,21 +292,10 @@ def first_run(name: str, target: Target, key: jax.Array, warmup: int, samples: i
             state = sampler.sweep(state, key)
             return state, sampler.read(state)
 
-        return lax.scan(collect, state, random.split(key, samples))[1]
+        return lax.scan(collect, state, random.split(key, samples))
 
-    jax.block_until_ready(run(sampler.init, key))
-    return time.perf_counter() - start
-
-
-def make_sampler(name: str, target: Target, key: jax.Array) -> Sampler:
-    model = "ising" if target.name.startswith("ising") else "potts"
-    if name == "checkerboard":
-        if model == "ising":
-            return checkerboard_ising(target.params["field"], float(target.params["lambda"]))
-        return checkerboard_potts(target.params["field"], POTTS_BETA)
-    if name == "THRML":
-        return thrml_sampler(target, model)
-    return chromatic_sampler(target, key)[0]
+    state, _ = jax.block_until_ready(run(sampler.init, key))
+    return time.perf_counter() - start, sampler._replace(init=state)
 
 
 def steady_state(
@@ -343,7 +338,10 @@ def steady_state(
     }
 
 
-def run_benchmark(args: Any) -> list[dict[str, Any]]:
+def run_benchmark(
+    args: Any, written: Callable[[list[dict[str, Any]]], None]
+) -> list[dict[str, Any]]:
+    """Every row, `written` after each lattice (a long run keeps what it measured)."""
     names = ["ChromaticGibbs", "checkerboard"] + (["THRML"] if THRML_INSTALLED else [])
     rows = []
     for model in args.models:
@@ -356,9 +354,10 @@ def run_benchmark(args: Any) -> list[dict[str, Any]]:
             )
             for name in names:
                 key = random.fold_in(random.key(args.seed), p)
-                first_s = first_run(name, target, key, args.first_warmup, args.first_samples)
+                first_s, sampler = first_run(
+                    name, target, key, args.first_warmup, args.first_samples
+                )
                 row = {"model": model, "p": p, "num_coords": p * p, "sampler": name}
-                sampler = make_sampler(name, target, key)
                 row.update(steady_state(sampler, key, args.num_sweeps, subset))
                 row["first_run_s"] = first_s
                 rows.append(row)
@@ -375,6 +374,7 @@ def run_benchmark(args: Any) -> list[dict[str, Any]]:
             for row in rows:
                 if (row["model"], row["p"]) == (model, p):
                     row["x_checkerboard"] = row["min_ess_per_s"] / anchor
+            written(rows)
     return rows
 
 
@@ -410,13 +410,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     env = environment()
     env["platform"] = f"{jax.devices()[0].device_kind} ({jax.default_backend()})"
     env["thrml"] = THRML_INSTALLED
-    rows = run_benchmark(args)
-    text = report(rows, settings, env)
-    print(text)
-    path = write_results(
-        args.out_dir, "bench_sweeps", {"settings": settings, "environment": env, "rows": rows}, text
-    )
-    print(f"wrote {path}")
+
+    def written(rows: list[dict[str, Any]]) -> None:
+        result = {"settings": settings, "environment": env, "rows": rows}
+        write_results(args.out_dir, "bench_sweeps", result, report(rows, settings, env))
+
+    print(report(run_benchmark(args, written), settings, env))
+    print(f"wrote {args.out_dir / 'bench_sweeps.md'}")
 
 
 if __name__ == "__main__":

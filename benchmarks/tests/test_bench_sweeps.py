@@ -69,6 +69,6 @@ SAMPLERS = ["checkerboard"] + (["THRML"] if bench_sweeps.THRML_INSTALLED else []
 def test_lattice_samplers_draw_the_exact_marginals(model, name):
     target = bench_sweeps.make_target(model, SIDE)
     exact = exact_expectations(target, 2 if model == "ising" else 3)
-    sampler = bench_sweeps.make_sampler(name, target, random.key(0))
+    sampler = bench_sweeps.make_sampler(name, target)
     mean, mcse = sampled_expectations(sampler)
     assert np.all(np.abs(mean - exact) < 5 * mcse + 1e-3), (mean, exact, mcse)
