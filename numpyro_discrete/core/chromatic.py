@@ -44,6 +44,7 @@ import jax.numpy as jnp
 
 from numpyro_discrete.core.local_ratios import class_deltas, credit
 from numpyro_discrete.core.neighbourhood import Neighbourhood
+from numpyro_discrete.core.rows import row_inverse_cdf, row_log_softmax, row_max, row_take
 from numpyro_discrete.core.state import Info, SweepState, mh_accept
 from numpyro_discrete.structure.colouring import TermStructure
 
@@ -60,19 +61,6 @@ def init(position: jax.Array, log_terms: LogTerms) -> SweepState:
     """The state at `position`: ``log pi`` is the sum of the terms; no ratios are cached
     (every class computes its own from the current terms)."""
     return SweepState(position, jnp.sum(log_terms(position)))
-
-
-def _inverse_cdf(probs: jax.Array, uniforms: jax.Array) -> jax.Array:
-    """Per row, the slot ``k`` with ``cdf[k - 1] <= u * total < cdf[k]``: a running sum over
-    the few slots (a cumulative sum is a slow reduce-window on CPU)."""
-    total = jnp.sum(probs, axis=1)
-    threshold = uniforms * total
-    running = jnp.zeros_like(total)
-    slot = jnp.zeros(total.shape, jnp.int32)
-    for k in range(probs.shape[1] - 1):
-        running = running + probs[:, k]
-        slot = slot + (running <= threshold)
-    return slot
 
 
 def class_members(structure: TermStructure) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
@@ -120,7 +108,7 @@ def class_conditional(
     logits = jnp.concatenate([jnp.zeros_like(d[:, :1]), d], axis=1)
     valid = jnp.concatenate([jnp.ones_like(valid[:, :1]), valid], axis=1)
     logits = jnp.where(valid & ~jnp.isnan(logits), logits, -jnp.inf)
-    return values, jax.nn.log_softmax(logits, axis=1)
+    return values, row_log_softmax(logits)
 
 
 def build_kernel(
@@ -179,8 +167,8 @@ def build_kernel(
         values, log_probs = class_conditional(
             log_terms, structure, neighbourhood, x, terms_x, in_class, members
         )
-        slot = _inverse_cdf(jnp.exp(log_probs), uniforms[:-1])
-        new_values = jnp.take_along_axis(values, slot[:, None], 1)[:, 0]
+        slot = row_inverse_cdf(jnp.exp(log_probs), uniforms[:-1])
+        new_values = row_take(values, slot)
         # members are sorted (a stable argsort); unrolled, they are also unique (no padding)
         y = x.at[members].set(
             new_values, mode="drop", indices_are_sorted=True, unique_indices=unrolled
@@ -191,7 +179,7 @@ def build_kernel(
         if not mh_test:
             # the draw is the class's exact conditional: a Gibbs move, always taken
             return (y, terms_y, log_p_y), (jnp.ones((), log_p.dtype), jnp.array(True), num_changed)
-        log_q_forward = jnp.sum(jnp.take_along_axis(log_probs, slot[:, None], 1))
+        log_q_forward = jnp.sum(row_take(log_probs, slot))
         # reverse: each coordinate back to x_j from its conditional at y (the window of an
         # ordinal coordinate is symmetric, so x_j is always among y_j's options)
         values_y, log_probs_y = class_conditional(
@@ -200,11 +188,11 @@ def build_kernel(
         # a padding row reads coordinate 0's values, which this move may have changed: it
         # only ever stays, in both directions (log-probability 0)
         is_back = (values_y == values[:, :1]) | (members >= x.shape[0])[:, None]
-        log_q_back = jnp.max(jnp.where(is_back, log_probs_y, -jnp.inf), axis=1)
+        log_q_back = row_max(jnp.where(is_back, log_probs_y, -jnp.inf))
         if coordinate_test:
             # per coordinate: log pi(y_j | rest) - log pi(x_j | rest) is its logit at the
             # slot drawn (the current value's logit is 0), so the test needs no new terms
-            log_q_drawn = jnp.take_along_axis(log_probs, slot[:, None], 1)[:, 0]
+            log_q_drawn = row_take(log_probs, slot)
             log_accept_j = (log_q_drawn - log_probs[:, 0]) + log_q_back - log_q_drawn
             accept_j = jnp.exp(jnp.minimum(jnp.nan_to_num(log_accept_j, nan=-jnp.inf), 0.0))
             is_member = members < x.shape[0]

@@ -50,6 +50,7 @@ import jax.numpy as jnp
 
 from numpyro_discrete.core.local_ratios import LocalFn
 from numpyro_discrete.core.neighbourhood import Neighbourhood, SquaredDistanceFn
+from numpyro_discrete.core.rows import row_log_softmax, row_take
 from numpyro_discrete.core.state import Info, State, mh_accept
 
 __all__ = [
@@ -80,19 +81,18 @@ def proposal_log_probs(
     logits = balancing * log_ratios - squared_distance / (2.0 * step_size)
     logits = jnp.where(jnp.isfinite(log_ratios), logits, -jnp.inf)
     stay = jnp.zeros(logits.shape[:1] + (1,), logits.dtype)
-    return jax.nn.log_softmax(jnp.concatenate([stay, logits], axis=1), axis=1)
+    return row_log_softmax(jnp.concatenate([stay, logits], axis=1))
 
 
 def proposal_log_prob(log_probs: jax.Array, choices: jax.Array) -> jax.Array:
     """``log Q(y | x) = sum_j log Q_j(y_j | x)`` of the column `choices` taken in each row."""
-    return jnp.sum(jnp.take_along_axis(log_probs, choices[:, None], axis=1))
+    return jnp.sum(row_take(log_probs, choices))
 
 
 def apply_choices(position: jax.Array, choices: jax.Array, candidates: jax.Array) -> jax.Array:
     """The new state: coordinate ``j`` stays if ``choices[j] == 0``, else takes candidate
     ``choices[j] - 1`` of the ``(N, M)`` table `candidates` at `position`."""
-    index = jnp.maximum(choices - 1, 0)[:, None]
-    moved = jnp.take_along_axis(candidates, index, axis=1)[:, 0]
+    moved = row_take(candidates, jnp.maximum(choices - 1, 0))
     return jnp.where(choices == 0, position, moved).astype(position.dtype)
 
 

@@ -22,6 +22,7 @@ from jax import lax
 import jax.numpy as jnp
 
 from numpyro_discrete.core.neighbourhood import Neighbourhood
+from numpyro_discrete.core.rows import row_sum
 from numpyro_discrete.structure.colouring import TermStructure
 
 __all__ = [
@@ -197,7 +198,7 @@ def credit(
         flat = per_class.reshape(-1, per_class.shape[-1])
         index = row_class[:, None] * deltas.shape[2] + terms
         index = jnp.where(terms < deltas.shape[2], index, flat.shape[0])
-        d = jnp.sum(jnp.take(flat, index, axis=0, mode="fill", fill_value=0.0), axis=1)
+        d = row_sum(jnp.moveaxis(jnp.take(flat, index, axis=0, mode="fill", fill_value=0.0), 1, -1))
     else:
         pair_coords = jnp.asarray(structure.pair_coords)
         pair_class = coord_class[pair_coords]

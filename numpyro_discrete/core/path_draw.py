@@ -8,9 +8,9 @@ from typing import NamedTuple
 import jax
 from jax import lax, random
 import jax.numpy as jnp
-from jax.scipy.special import logsumexp
 
 from numpyro_discrete.core.noise import gumbel, uniform
+from numpyro_discrete.core.rows import row_logsumexp
 
 __all__ = [
     "Drawn",
@@ -222,4 +222,4 @@ def coordinate_log_weights(log_w: jax.Array) -> jax.Array:
     """``log W_j = log sum_m w[j, m]``."""
     if log_w.shape[1] == 1:
         return log_w[:, 0]
-    return logsumexp(log_w, axis=1)
+    return row_logsumexp(log_w)

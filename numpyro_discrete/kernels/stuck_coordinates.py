@@ -38,6 +38,7 @@ from jax import lax
 import jax.numpy as jnp
 
 from numpyro_discrete.core.neighbourhood import Neighbourhood
+from numpyro_discrete.core.rows import row_logsumexp
 from numpyro_discrete.model.target import DiscreteTarget
 
 __all__ = ["StuckCoordinateWatch", "is_check_step", "leave_probabilities"]
@@ -75,7 +76,7 @@ def leave_probabilities(
     d = jnp.where(valid, log_p - log_density(x), -jnp.inf)
     d = jnp.where(jnp.isnan(d), -jnp.inf, d)
     # P(leave) = sum_v e^d / (1 + sum_v e^d)
-    return jax.nn.sigmoid(jax.scipy.special.logsumexp(d, axis=-1))
+    return jax.nn.sigmoid(row_logsumexp(d))
 
 
 class StuckCoordinateWatch:
