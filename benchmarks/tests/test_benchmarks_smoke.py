@@ -301,3 +301,22 @@ def test_bench_gallery_quick(tmp_path):
     assert rows[("ising", "NUTS-enum")]["status"] == "n/a"
     # the table's header, its separator (``| --- |``) and the 8 rows
     assert (tmp_path / "bench_gallery.md").read_text().count("\n| ") == 10
+
+
+@pytest.mark.slow
+def test_bench_sweeps_quick(tmp_path):
+    """Every sampler has a row of finite numbers on both quick lattices (THRML where it is
+    installed), and the rows' means agree within their standard errors."""
+    bench = importlib.import_module("benchmarks.bench_sweeps")
+    _run_quick("bench_sweeps", tmp_path)
+    result = json.loads((tmp_path / "bench_sweeps.json").read_text())
+    samplers = {"ChromaticGibbs", "checkerboard"} | ({"THRML"} if bench.THRML_INSTALLED else set())
+    for model in ("ising", "potts"):
+        rows = [r for r in result["rows"] if r["model"] == model]
+        assert {r["sampler"] for r in rows} == samplers
+        for row in rows:
+            for field in ("ms_per_sweep", "compile_s", "first_run_s", "min_ess_per_s", "mean"):
+                assert _is_finite_number(row[field]), (model, row["sampler"], field)
+        means = np.array([r["mean"] for r in rows])
+        errors = np.array([r["mean_mcse"] for r in rows])
+        assert np.ptp(means) < 5 * np.sqrt(2) * errors.max()
