@@ -30,7 +30,7 @@ from numpyro_discrete.core.neighbourhood import (
     coordinate_neighbourhood,
     squared_distance_fn,
 )
-from numpyro_discrete.core.noise import gumbel, threefry_2x32
+from numpyro_discrete.core.noise import gumbel, num_counters, threefry_2x32
 
 from helpers import chi_square_rows, coordinate_space, random_mixed_target
 
@@ -365,10 +365,11 @@ def test_gumbel_under_jit_and_vmap():
     assert len(np.unique(np.asarray(draws))) == 28
 
 
-@pytest.mark.parametrize("num", [1, 7, 2500])
+@pytest.mark.parametrize("num", [1, 7, 2500, 40002])
 def test_gumbel_is_the_transform_of_jax_threefry_bits(num):
     key = random.key(11)
-    bits = jax_threefry_2x32(random.key_data(key), jnp.arange(num + num % 2, dtype=jnp.uint32))
+    counters = jnp.arange(num_counters(num), dtype=jnp.uint32)
+    bits = jax_threefry_2x32(random.key_data(key), counters)
     one_to_two = jax.lax.bitcast_convert_type((bits >> 9) | jnp.uint32(0x3F800000), jnp.float32)
     expected = -jnp.log(-jnp.log(jnp.maximum(one_to_two - 1.0, jnp.finfo(jnp.float32).tiny)))
     np.testing.assert_array_equal(np.asarray(gumbel(key, num, jnp.float32)), expected[:num])

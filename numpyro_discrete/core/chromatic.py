@@ -42,6 +42,7 @@ import jax
 from jax import lax, random
 import jax.numpy as jnp
 
+from numpyro_discrete.core import noise
 from numpyro_discrete.core.local_ratios import class_deltas, credit
 from numpyro_discrete.core.neighbourhood import Neighbourhood
 from numpyro_discrete.core.rows import row_inverse_cdf, row_log_softmax, row_max, row_take
@@ -230,11 +231,15 @@ def build_kernel(
         x = state.position
         terms_x = log_terms(x)
         # one batch of uniforms per sweep: each class's draws (by inversion) and its test
-        uniforms = random.uniform(rng_key, (structure.num_colours, width + 1))
+        dtype = jnp.result_type(float)
+        uniforms = noise.uniform(rng_key, structure.num_colours * (width + 1), dtype)
+        uniforms = uniforms.reshape(structure.num_colours, width + 1)
         # the coordinates' own tests draw from a key of their own: the other paths' draws
         # stay those of earlier versions
         coordinate_uniforms = (
-            random.uniform(random.fold_in(rng_key, 1), (structure.num_colours, width))
+            noise.uniform(random.fold_in(rng_key, 1), structure.num_colours * width, dtype).reshape(
+                structure.num_colours, width
+            )
             if coordinate_test and mh_test
             else jnp.zeros((structure.num_colours, 0))
         )

@@ -18,12 +18,14 @@ import jax
 from jax import lax, random
 import jax.numpy as jnp
 
-__all__ = ["gumbel", "threefry_2x32", "uniform"]
+__all__ = ["COUNTER_MULTIPLE", "gumbel", "num_counters", "threefry_2x32", "uniform"]
 
 # Threefry-2x32 rotation constants, two alternating groups of four rounds (Salmon et al.
 # 2011, Table 4) and the key-schedule parity constant.
 _ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
 _KEY_PARITY = 0x1BD11BDA
+#: counters are hashed in multiples of this many (16 blocks of two words)
+COUNTER_MULTIPLE = 32
 
 
 def _rotate_left(x: jax.Array, distance: int) -> jax.Array:
@@ -79,13 +81,21 @@ def _threefry_key_data(key: jax.Array) -> jax.Array | None:
     return None
 
 
+def num_counters(num: int) -> int:
+    """The counters hashed for `num` draws: `num` rounded up to whole blocks of
+    :data:`COUNTER_MULTIPLE` (two words per block)."""
+    return -(-num // COUNTER_MULTIPLE) * COUNTER_MULTIPLE
+
+
 def _draws(
     key: jax.Array, num: int, dtype: jnp.dtype, transform: Callable, fallback: Callable
 ) -> jax.Array:
     key_data = _threefry_key_data(key)
     if key_data is None or jnp.dtype(dtype) != jnp.float32:
         return fallback(key, (num,), dtype)
-    counters = jnp.arange(num + num % 2, dtype=jnp.uint32)
+    # blocks in whole vectors: an odd number of blocks (num = 40002) left XLA's fused loop
+    # a scalar remainder that made it about 6x slower (measured on CPU, jax 0.10.2)
+    counters = jnp.arange(num_counters(num), dtype=jnp.uint32)
     # each word is transformed before the halves are joined: joined first, XLA's fused loop
     # would hash every block twice, once per output word
     words = _threefry_words(key_data, counters)
