@@ -123,22 +123,25 @@ def test_binary_flip_probability(x64):
 
 
 @pytest.mark.parametrize("space", ["mixed", pytest.param("ordinal", marks=pytest.mark.slow)])
-def test_kernel_matches_transition_matrix(x64, space):
+@pytest.mark.parametrize("sampled_in", ["float64", "float32"])
+def test_kernel_matches_transition_matrix(x64, space, sampled_in):
     """The jitted kernel (independent categorical draws per coordinate, then the M-H test)
-    draws from the enumerated matrix."""
+    draws from the enumerated matrix, in 64-bit floats and in the 32-bit floats users run
+    (where the draws take the package's own Gumbel noise, `core.noise`)."""
     step_size, balancing, draws = 1.5, 0.8, 2500
-    matrix, _, _, (states, neighbourhood, local_fn, distance) = transition_matrix(
-        space, "mixed", step_size, balancing, seed=1
-    )
-    kernel = coordinatewise.build_kernel(neighbourhood, distance)
+    matrix = transition_matrix(space, "mixed", step_size, balancing, seed=1)[0]
+    with jax.enable_x64(sampled_in == "float64"):
+        # the target and kernel built again in the sampling precision
+        states, neighbourhood, local_fn, distance, _ = _setup(space, "mixed", seed=1)
+        kernel = coordinatewise.build_kernel(neighbourhood, distance)
 
-    @jax.jit
-    def step_from(x, keys):
-        start = state.init(x, local_fn)
-        return jax.vmap(lambda k: kernel(k, start, local_fn, step_size, balancing))(keys)
+        @jax.jit
+        def step_from(x, keys):
+            start = state.init(x, local_fn)
+            return jax.vmap(lambda k: kernel(k, start, local_fn, step_size, balancing))(keys)
 
-    keys = random.split(random.key(0), (len(states), draws))
-    new_state, info = jax.vmap(step_from)(jnp.asarray(states), keys)
+        keys = random.split(random.key(0), (len(states), draws))
+        new_state, info = jax.vmap(step_from)(jnp.asarray(states), keys)
     positions = np.asarray(new_state.position)
     counts = np.zeros_like(matrix)
     index_of = state_lookup(states)

@@ -50,7 +50,8 @@ import jax.numpy as jnp
 
 from numpyro_discrete.core.local_ratios import LocalFn
 from numpyro_discrete.core.neighbourhood import Neighbourhood, SquaredDistanceFn
-from numpyro_discrete.core.rows import row_log_softmax, row_take
+from numpyro_discrete.core.noise import gumbel
+from numpyro_discrete.core.rows import row_argmax, row_log_softmax, row_take
 from numpyro_discrete.core.state import Info, State, mh_accept
 
 __all__ = [
@@ -137,7 +138,10 @@ def build_kernel(
         x = state.position
         # Alg. 1, lines 5-7: every coordinate drawn independently from Q_j(. | x)
         candidates_x, log_q_x = log_probs_at(x, state.log_ratios, step_size, balancing)
-        choices = random.categorical(key_proposal, log_q_x, axis=1).astype(jnp.int32)
+        # Gumbel-max per coordinate (what `random.categorical` does), with the package's
+        # fast noise and a row argmax over the few options
+        noise_x = gumbel(key_proposal, log_q_x.size, log_q_x.dtype).reshape(log_q_x.shape)
+        choices = row_argmax(log_q_x + noise_x)
         y = apply_choices(x, choices, candidates_x)
         log_p_y, log_ratios_y = local_fn(y)
         candidates_y, log_q_y = log_probs_at(y, log_ratios_y, step_size, balancing)

@@ -30,6 +30,7 @@ from jax.scipy.special import logsumexp
 
 __all__ = [
     "MAX_COLUMNS",
+    "row_argmax",
     "row_inverse_cdf",
     "row_log_softmax",
     "row_logsumexp",
@@ -58,6 +59,20 @@ def row_max(a: jax.Array) -> jax.Array:
     if a.shape[-1] > MAX_COLUMNS:
         return jnp.max(a, axis=-1)
     return functools.reduce(jnp.maximum, _columns(a))
+
+
+def row_argmax(a: jax.Array) -> jax.Array:
+    """``jnp.argmax(a, axis=-1)`` as int32: the first maximal column of each row without
+    NaN."""
+    if a.shape[-1] > MAX_COLUMNS:
+        return jnp.argmax(a, axis=-1).astype(jnp.int32)
+    columns = _columns(a)
+    best, index = columns[0], jnp.zeros(columns[0].shape, jnp.int32)
+    for k in range(1, len(columns)):
+        better = columns[k] > best
+        best = jnp.where(better, columns[k], best)
+        index = jnp.where(better, k, index)
+    return index
 
 
 def row_logsumexp(a: jax.Array) -> jax.Array:
