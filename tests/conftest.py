@@ -48,7 +48,12 @@ def x64():
 FAST_TIER_XLA_FLAGS = "--xla_backend_optimization_level=0"
 
 
+_CONFIG: pytest.Config | None = None
+
+
 def pytest_configure(config):
+    global _CONFIG
+    _CONFIG = config
     # before any computation: JAX reads XLA_FLAGS when it starts its CPU backend
     if config.option.markexpr == "not slow":
         flags = os.environ.get("XLA_FLAGS", "")
@@ -65,3 +70,15 @@ def pytest_collection_modifyitems(config, items):
             item.path.name == "test_soak.py",
         )
     )
+
+
+def pytest_runtest_logreport(report):
+    """A failure is named when it happens, not only in the closing summary: CI's slow tier
+    stops at a time budget, and a run stopped there prints no summary."""
+    if not report.failed or _CONFIG is None or hasattr(_CONFIG, "workerinput"):
+        return
+    reporter = _CONFIG.pluginmanager.get_plugin("terminalreporter")
+    crash = getattr(report.longrepr, "reprcrash", None)
+    reason = crash.message.splitlines()[0] if crash is not None and crash.message else ""
+    reporter.write("\n")  # off the line of progress characters
+    reporter.write_line(f"FAILED {report.nodeid} ({report.when}): {reason}"[:400])
