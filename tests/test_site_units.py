@@ -184,9 +184,7 @@ def test_default_kernels_visit_every_mode_in_proportion(kernel_class, case):
         kernel_class(model), num_samples=num_samples, num_chains=MODE_CHAINS, init_params=start
     )
     draws = np.asarray(mcmc.get_samples(group_by_chain=True)[site])
-    modes = np.vectorize(mode_of, signature="(n)->()")(
-        draws.reshape(MODE_CHAINS, num_samples, -1)
-    )
+    modes = np.vectorize(mode_of, signature="(n)->()")(draws.reshape(MODE_CHAINS, num_samples, -1))
     for chain in modes:
         assert set(np.unique(chain)) == set(range(len(masses)))
     frequencies = np.bincount(modes.ravel(), minlength=len(masses)) / modes.size
