@@ -146,21 +146,21 @@ MODE_CASES = {
         "x",
         [np.array(v) for v in range(61)],
         lambda v: int(np.argmin(np.abs(v - CENTRES))),
-        {"x": jnp.array([10, 10])},
+        {"x": jnp.array(10)},
     ),
     "categorical": (
         categorical_modes,
         "z",
         [np.array(v) for v in itertools.product(range(3), repeat=4)],
         lambda v: int(np.bincount(v, minlength=3).argmax()),
-        {"z": jnp.zeros((2, 4), jnp.int32)},
+        {"z": jnp.zeros(4, jnp.int32)},
     ),
     "binary": (
         binary_modes,
         "x",
         [np.array(v) for v in itertools.product(range(2), repeat=6)],
         lambda v: int(v.sum() > 3) + int(v.sum() >= 3),
-        {"x": jnp.zeros((2, 6), jnp.int32)},
+        {"x": jnp.zeros(6, jnp.int32)},
     ),
 }
 
@@ -178,7 +178,7 @@ def test_default_kernels_visit_every_mode_in_proportion(kernel_class, case):
     the mode's indicator); the chains are enough for 5 standard errors to be under 0.15."""
     model, site, values, mode_of, init = MODE_CASES[case]
     masses = _enumerated_mode_masses(model, site, values, mode_of)
-    start = {name: jnp.repeat(value[:1], MODE_CHAINS, axis=0) for name, value in init.items()}
+    start = {name: jnp.stack([value] * MODE_CHAINS) for name, value in init.items()}
     num_samples = 10000
     mcmc = run_vectorized(
         kernel_class(model), num_samples=num_samples, num_chains=MODE_CHAINS, init_params=start
