@@ -20,6 +20,7 @@ from numpyro_discrete import ChromaticGibbs, ChromaticGibbsState, LBPGibbs, Site
 from numpyro_discrete.core import chromatic
 from numpyro_discrete.kernels.chromatic import WHOLE_SUPPORT_SPAN
 from numpyro_discrete.model.target import DiscreteTarget
+from numpyro_discrete.structure.stencils import find_stencil
 
 from helpers import (
     assert_irreducible,
@@ -139,6 +140,16 @@ def test_sampled_sweeps_follow_the_exact_matrix(space, x64):
     assert chi_square_rows(sampled_counts(sweep, target, states, 3), matrix) > 1e-3
 
 
+def _colouring(structure, colouring):
+    if colouring == "wrong":
+        colour = np.arange(structure.num_coords) % 3
+        colour[:2] = 0
+        return structure._replace(colour=colour.astype(np.int32), num_colours=3)
+    if colouring == "one class":
+        return structure._replace(colour=np.zeros_like(structure.colour), num_colours=1)
+    return structure
+
+
 @pytest.mark.parametrize("space", ["binary", "mixed"])
 @pytest.mark.parametrize("mh_test, coordinate_test", [(True, False), (True, True), (False, False)])
 @pytest.mark.parametrize("colouring", ["detected", "wrong"])
@@ -147,11 +158,7 @@ def test_unrolled_sweep_draws_what_the_loop_draws(space, mh_test, coordinate_tes
     draw exactly the states of the loop over classes (the definition, with padded members),
     from every state, with every test the kernel can run and with a wrong colouring."""
     target, states = _space(space)
-    structure = target.structure
-    if colouring == "wrong":
-        colour = np.arange(structure.num_coords) % 3
-        colour[:2] = 0
-        structure = structure._replace(colour=colour.astype(np.int32), num_colours=3)
+    structure = _colouring(target.structure, colouring)
     log_terms = target.log_terms()
     keys = random.split(random.key(7), 50)
 
@@ -162,6 +169,7 @@ def test_unrolled_sweep_draws_what_the_loop_draws(space, mh_test, coordinate_tes
             mh_test=mh_test,
             coordinate_test=coordinate_test,
             max_unrolled_classes=max_unrolled_classes,
+            by_stencil=False,
         )
 
         @jax.jit
@@ -178,6 +186,65 @@ def test_unrolled_sweep_draws_what_the_loop_draws(space, mh_test, coordinate_tes
     np.testing.assert_array_equal(unrolled[0], looped[0])
     np.testing.assert_array_equal(unrolled[2], looped[2])
     np.testing.assert_allclose(unrolled[1], looped[1], rtol=1e-6)
+
+
+@pytest.mark.parametrize("space", ["binary", "mixed"])
+@pytest.mark.parametrize("colouring", ["detected", "one class", "wrong"])
+def test_stencil_conditionals_are_the_gathered_ones(space, colouring, x64):
+    """With a stencil, a class computes every coordinate's conditional by slices; its
+    members' rows must be the conditionals of the definition (gathers at the members), and
+    every other coordinate can only stay, at every state and in every class."""
+    target, states = _space(space)
+    structure = _colouring(target.structure, colouring)
+    stencil = find_stencil(
+        structure.pair_terms, structure.pair_coords, structure.num_terms, structure.num_coords
+    )
+    assert stencil is not None
+    log_terms = target.log_terms()
+    order, starts, sizes, _ = chromatic.class_members(structure)
+
+    @jax.jit
+    def both(x, in_class, members):
+        terms = log_terms(x)
+        args = (log_terms, structure, target.neighbourhood, x, terms, in_class)
+        return (
+            chromatic.class_conditional(*args, members),
+            chromatic.class_conditional(*args, None, stencil),
+        )
+
+    for c in range(structure.num_colours):
+        in_class = structure.colour == c
+        members = order[starts[c] : starts[c] + sizes[c]]
+        for x in states:
+            (values, log_probs), (all_values, all_log_probs) = both(
+                jnp.asarray(x), jnp.asarray(in_class), jnp.asarray(members)
+            )
+            np.testing.assert_array_equal(all_values[members], values)
+            np.testing.assert_allclose(all_log_probs[members], log_probs, rtol=1e-9, atol=1e-9)
+            others = np.asarray(all_log_probs)[~in_class]
+            assert np.all(others[:, 0] == 0.0) and np.all(others[:, 1:] == -np.inf)
+
+
+@pytest.mark.parametrize("space", ["binary", "mixed"])
+@pytest.mark.parametrize(
+    "mh_test, coordinate_test, colouring",
+    [
+        (True, False, "detected"),
+        (True, True, "detected"),
+        (False, False, "detected"),
+        (True, False, "wrong"),
+    ],
+)
+def test_stencil_sweep_follows_the_exact_matrix(space, mh_test, coordinate_test, colouring, x64):
+    """The compiled sweep with sums by stencil (one uniform per coordinate per sweep)
+    draws from the exact matrix of the definition, with every test the kernel runs."""
+    target, states = _space(space)
+    structure = _colouring(target.structure, colouring)
+    matrix = chromatic_sweep_matrix(target, structure, states, mh_test, coordinate_test)
+    sweep = chromatic.build_kernel(
+        target.neighbourhood, structure, mh_test=mh_test, coordinate_test=coordinate_test
+    )
+    assert chi_square_rows(sampled_counts(sweep, target, states, 5), matrix) > 1e-3
 
 
 def test_coordinate_tests_of_a_valid_colouring(x64):

@@ -34,9 +34,10 @@ import numpyro.distributions as dist
 from numpyro.infer import MCMC, NUTS
 
 from numpyro_discrete import ACS, ALBP, DMALA, LBP, BlockGibbs, ChromaticGibbs, LBPGibbs
-from numpyro_discrete.core import block_gibbs
+from numpyro_discrete.core import block_gibbs, chromatic
 from numpyro_discrete.core.neighbourhood import squared_distance_fn
 from numpyro_discrete.structure.chain_blocks import find_chain_blocks
+from numpyro_discrete.structure.stencils import find_stencil
 
 from helpers import (
     assert_irreducible,
@@ -244,6 +245,48 @@ def test_chromatic_sweep_is_exact_on_random_models(spec, x64):
     assert_irreducible(matrix)
     counts = sampled_transitions(kernel, target, states, 300, spec.seed)
     assert chi_square_rows(counts, matrix) > 1e-4, spec.describe()
+
+
+@settings(max_examples=6, **SETTINGS)
+@given(spec=rm.model_specs(continuous=False))
+def test_stencil_conditionals_are_the_gathered_ones_on_random_models(spec, x64):
+    """Where detection's pairs form a stencil, a sweep computes each class's conditionals
+    for every coordinate by slices: at every state, the members' rows equal the gathered
+    conditionals of the definition, and the other coordinates only stay."""
+    kernel = ChromaticGibbs(rm.build_model(spec))
+    _, target = discrete_target(spec, kernel)
+    structure = target.structure
+    assume(not structure.dense_terms.size)
+    stencil = find_stencil(
+        structure.pair_terms, structure.pair_coords, structure.num_terms, structure.num_coords
+    )
+    assume(stencil is not None)
+    log_terms = target.log_terms()
+    order, starts, sizes, _ = chromatic.class_members(structure)
+
+    @jax.jit
+    def both(x, in_class, members):
+        args = (log_terms, structure, target.neighbourhood, x, log_terms(x), in_class)
+        return (
+            chromatic.class_conditional(*args, members),
+            chromatic.class_conditional(*args, None, stencil),
+        )
+
+    states = rm.enumerated_states(spec)
+    rows = np.random.default_rng(spec.seed).permutation(len(states))[:30]
+    for c in range(structure.num_colours):
+        in_class = structure.colour == c
+        members = order[starts[c] : starts[c] + sizes[c]]
+        for x in states[rows]:
+            (values, log_probs), (all_values, all_log_probs) = both(
+                jnp.asarray(x), jnp.asarray(in_class), jnp.asarray(members)
+            )
+            np.testing.assert_array_equal(all_values[members], values, spec.describe())
+            np.testing.assert_allclose(
+                all_log_probs[members], log_probs, rtol=1e-9, atol=1e-9, err_msg=spec.describe()
+            )
+            others = np.asarray(all_log_probs)[~in_class]
+            assert np.all(others[:, 0] == 0.0) and np.all(others[:, 1:] == -np.inf)
 
 
 @pytest.mark.slow

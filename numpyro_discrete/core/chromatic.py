@@ -43,11 +43,12 @@ from jax import lax, random
 import jax.numpy as jnp
 
 from numpyro_discrete.core import noise
-from numpyro_discrete.core.local_ratios import class_deltas, credit
+from numpyro_discrete.core.local_ratios import class_deltas, credit, stencil_sums
 from numpyro_discrete.core.neighbourhood import Neighbourhood
 from numpyro_discrete.core.rows import row_inverse_cdf, row_log_softmax, row_max, row_take
 from numpyro_discrete.core.state import Info, SweepState, mh_accept
 from numpyro_discrete.structure.colouring import TermStructure
+from numpyro_discrete.structure.stencils import Stencil, find_stencil
 
 __all__ = ["build_kernel", "class_conditional", "class_members", "init"]
 
@@ -83,7 +84,8 @@ def class_conditional(
     x: jax.Array,
     terms_x: jax.Array,
     in_class: jax.Array,
-    members: jax.Array,
+    members: jax.Array | None,
+    stencil: Stencil | None = None,
 ) -> tuple[jax.Array, jax.Array]:
     """
     The proposal of one class at `x`: ``(values, log_probs)`` of shape ``(S, 1 + M)`` for
@@ -95,17 +97,27 @@ def class_conditional(
 
     :param terms_x: the terms at `x`.
     :param in_class: ``(N,)`` mask of the class.
-    :param members: ``(S,)`` its coordinates, padded with ``N``.
+    :param members: ``(S,)`` its coordinates, padded with ``N``; ``None`` for every
+        coordinate (``S = N``), those outside the class staying with log-probability 0,
+        their sums read from `stencil` (no gathers).
+    :param stencil: the structure's pairs as pieces, with `members` ``None``.
     """
     candidates, valid = neighbourhood.candidates(x), neighbourhood.valid(x)
     moves = jnp.where(valid, candidates, x[:, None])
-    deltas = class_deltas(log_terms, x, terms_x, in_class, moves)[None]
-    coord_class = jnp.where(in_class, 0, -1).astype(jnp.int32)
-    d = credit(structure, deltas, coord_class, members)
-    is_member = members < x.shape[0]
-    rows = jnp.where(is_member, members, 0)
-    valid = valid[rows] & is_member[:, None]
-    values = jnp.concatenate([x[rows, None], moves[rows]], axis=1)
+    deltas = class_deltas(log_terms, x, terms_x, in_class, moves)
+    if members is None:
+        sums = stencil_sums(stencil, deltas)
+        # column by column, not a transpose: the row functions read columns
+        d = jnp.stack([sums[m] for m in range(sums.shape[0])], axis=1)
+        valid = valid & in_class[:, None]
+        values = jnp.concatenate([x[:, None], moves], axis=1)
+    else:
+        coord_class = jnp.where(in_class, 0, -1).astype(jnp.int32)
+        d = credit(structure, deltas[None], coord_class, members)
+        is_member = members < x.shape[0]
+        rows = jnp.where(is_member, members, 0)
+        valid = valid[rows] & is_member[:, None]
+        values = jnp.concatenate([x[rows, None], moves[rows]], axis=1)
     logits = jnp.concatenate([jnp.zeros_like(d[:, :1]), d], axis=1)
     valid = jnp.concatenate([jnp.ones_like(valid[:, :1]), valid], axis=1)
     logits = jnp.where(valid & ~jnp.isnan(logits), logits, -jnp.inf)
@@ -118,6 +130,7 @@ def build_kernel(
     mh_test: bool = True,
     coordinate_test: bool = False,
     max_unrolled_classes: int = MAX_UNROLLED_CLASSES,
+    by_stencil: bool = True,
 ) -> Callable[[jax.Array, SweepState, LogTerms], tuple[SweepState, Info]]:
     """
     One chromatic sweep: ``(rng_key, state, log_terms) -> (state, info)``, the classes of
@@ -144,36 +157,72 @@ def build_kernel(
         indices, no dynamic slices or padding), which halves a lattice sweep's time on CPU;
         beyond it, one loop over the classes keeps the program's size, and its compile
         time, independent of the number of classes. Both give the same draws.
+    :param by_stencil: in an unrolled sweep, when the pairs form a stencil
+        (:func:`~numpyro_discrete.structure.stencils.find_stencil`: lattices, elementwise
+        factors), every class computes the conditionals of all coordinates, those outside
+        it staying, with sums by shifted slices instead of gathers and scatters (3x faster
+        on a 200 x 200 lattice on CPU). Its draws come from other uniforms than the
+        gathers' (one per coordinate instead of one per member): the same chain, another
+        stream.
     """
     # numpy, not jax arrays: `init` may run inside a trace (`pmap`), where a jax array made
     # here would be a tracer captured by the kernel and leaked into later traces
     colour = np.asarray(structure.colour)
+    num_coords = structure.num_coords
     order, starts, sizes, width = class_members(structure)
 
     unrolled = structure.num_colours <= max_unrolled_classes
+    stencil = None
+    if by_stencil and unrolled and not structure.dense_terms.size:
+        stencil = find_stencil(
+            structure.pair_terms, structure.pair_coords, structure.num_terms, num_coords
+        )
+    # uniforms per class: one per member it draws and one for its test; a stencil sweep
+    # draws every coordinate in every class, but each uses its own only in its own class,
+    # so one uniform per coordinate serves the whole sweep
+    num_rows = width if stencil is None else num_coords
 
     def class_move(log_terms: LogTerms, carry: tuple, inputs: tuple) -> tuple:
         x, terms_x, log_p = carry
-        c, uniforms, coordinate_uniforms = inputs
+        c, draws, test_uniform, coordinate_uniforms = inputs
         in_class = colour == c
-        if unrolled:
-            # c is a Python int: the members are constants, unpadded
-            members = jnp.asarray(order[starts[c] : starts[c] + sizes[c]])
-            uniforms = jnp.concatenate([uniforms[: sizes[c]], uniforms[-1:]])
-            coordinate_uniforms = coordinate_uniforms[: sizes[c]]
+        if stencil is not None:
+            # every coordinate is a row; outside the class, its only option is to stay
+            members = None
+            is_member = jnp.asarray(in_class)
+
+            def rows_of(a: jax.Array) -> jax.Array:
+                return a
+
+            def written(x: jax.Array, row_values: jax.Array) -> jax.Array:
+                return row_values
         else:
-            members = lax.dynamic_slice(jnp.asarray(order), (jnp.asarray(starts)[c],), (width,))
-            members = jnp.where(jnp.arange(width) < jnp.asarray(sizes)[c], members, x.shape[0])
+            if unrolled:
+                # c is a Python int: the members are constants, unpadded
+                members = jnp.asarray(order[starts[c] : starts[c] + sizes[c]])
+                draws = draws[: sizes[c]]
+                coordinate_uniforms = coordinate_uniforms[: sizes[c]]
+            else:
+                members = lax.dynamic_slice(jnp.asarray(order), (jnp.asarray(starts)[c],), (width,))
+                members = jnp.where(jnp.arange(width) < jnp.asarray(sizes)[c], members, num_coords)
+            is_member = members < num_coords
+
+            def rows_of(a: jax.Array) -> jax.Array:
+                return a[jnp.where(is_member, members, 0)]
+
+            def written(x: jax.Array, row_values: jax.Array) -> jax.Array:
+                # members are sorted (a stable argsort); unrolled, also unique (no padding)
+                return x.at[members].set(
+                    row_values, mode="drop", indices_are_sorted=True, unique_indices=unrolled
+                )
+
         # forward: each coordinate of the class from its conditional at x, by inversion
         values, log_probs = class_conditional(
-            log_terms, structure, neighbourhood, x, terms_x, in_class, members
+            log_terms, structure, neighbourhood, x, terms_x, in_class, members, stencil
         )
-        slot = row_inverse_cdf(jnp.exp(log_probs), uniforms[:-1])
+        slot = row_inverse_cdf(jnp.exp(log_probs), draws)
         new_values = row_take(values, slot)
-        # members are sorted (a stable argsort); unrolled, they are also unique (no padding)
-        y = x.at[members].set(
-            new_values, mode="drop", indices_are_sorted=True, unique_indices=unrolled
-        )
+        y = written(x, new_values)
         terms_y = log_terms(y)
         log_p_y = jnp.sum(terms_y)
         num_changed = jnp.sum(y != x, dtype=jnp.int32)
@@ -184,11 +233,12 @@ def build_kernel(
         # reverse: each coordinate back to x_j from its conditional at y (the window of an
         # ordinal coordinate is symmetric, so x_j is always among y_j's options)
         values_y, log_probs_y = class_conditional(
-            log_terms, structure, neighbourhood, y, terms_y, in_class, members
+            log_terms, structure, neighbourhood, y, terms_y, in_class, members, stencil
         )
-        # a padding row reads coordinate 0's values, which this move may have changed: it
-        # only ever stays, in both directions (log-probability 0)
-        is_back = (values_y == values[:, :1]) | (members >= x.shape[0])[:, None]
+        # a row outside the class (padding, or another class's coordinate) only ever
+        # stays, in both directions (log-probability 0); padding reads coordinate 0's
+        # values, which this move may have changed
+        is_back = (values_y == values[:, :1]) | ~is_member[:, None]
         log_q_back = row_max(jnp.where(is_back, log_probs_y, -jnp.inf))
         if coordinate_test:
             # per coordinate: log pi(y_j | rest) - log pi(x_j | rest) is its logit at the
@@ -196,12 +246,8 @@ def build_kernel(
             log_q_drawn = row_take(log_probs, slot)
             log_accept_j = (log_q_drawn - log_probs[:, 0]) + log_q_back - log_q_drawn
             accept_j = jnp.exp(jnp.minimum(jnp.nan_to_num(log_accept_j, nan=-jnp.inf), 0.0))
-            is_member = members < x.shape[0]
             taken = (coordinate_uniforms < accept_j) | ~is_member
-            kept = jnp.where(taken, new_values, x[jnp.where(is_member, members, 0)])
-            x_new = x.at[members].set(
-                kept, mode="drop", indices_are_sorted=True, unique_indices=unrolled
-            )
+            x_new = written(x, jnp.where(taken, new_values, rows_of(x)))
             terms_new = log_terms(x_new)
             num_changed = jnp.sum(x_new != x, dtype=jnp.int32)
             accept_prob = jnp.sum(jnp.where(is_member, accept_j, 0.0)) / jnp.maximum(
@@ -220,7 +266,7 @@ def build_kernel(
             (y, terms_y, log_p_y),
             (x, terms_x, log_p),
             jnp.isfinite(log_p_y),
-            uniform=uniforms[-1],
+            uniform=test_uniform,
         )
         num_changed = jnp.where(accepted, num_changed, 0)
         return (x_new, terms_new, log_p_new), (accept_prob, accepted, num_changed)
@@ -232,29 +278,42 @@ def build_kernel(
         terms_x = log_terms(x)
         # one batch of uniforms per sweep: each class's draws (by inversion) and its test
         dtype = jnp.result_type(float)
-        uniforms = noise.uniform(rng_key, structure.num_colours * (width + 1), dtype)
-        uniforms = uniforms.reshape(structure.num_colours, width + 1)
-        # the coordinates' own tests draw from a key of their own: the other paths' draws
-        # stay those of earlier versions
-        coordinate_uniforms = (
-            noise.uniform(random.fold_in(rng_key, 1), structure.num_colours * width, dtype).reshape(
-                structure.num_colours, width
-            )
-            if coordinate_test and mh_test
-            else jnp.zeros((structure.num_colours, 0))
-        )
+        num_colours = structure.num_colours
+        tested = coordinate_test and mh_test
+        # the coordinates' own tests draw from a key of their own: the other draws stay
+        # those of earlier versions
+        coordinate_key = random.fold_in(rng_key, 1)
+        if stencil is None:
+            uniforms = noise.uniform(rng_key, num_colours * (num_rows + 1), dtype)
+            uniforms = uniforms.reshape(num_colours, num_rows + 1)
+            draws, tests = uniforms[:, :-1], uniforms[:, -1]
+            coordinate_uniforms = (
+                noise.uniform(coordinate_key, num_colours * num_rows, dtype)
+                if tested
+                else jnp.zeros(0, dtype)
+            ).reshape(num_colours, -1)
+        else:
+            # (lists, not broadcasts: every class reads the same arrays, no copies)
+            uniforms = noise.uniform(rng_key, num_rows + num_colours, dtype)
+            draws = [uniforms[:num_rows]] * num_colours
+            tests = uniforms[num_rows:]
+            coordinate_uniforms = [
+                noise.uniform(coordinate_key, num_rows, dtype) if tested else jnp.zeros(0, dtype)
+            ] * num_colours
         carry = (x, terms_x, jnp.sum(terms_x))
         if unrolled:
             moves = []
-            for c in range(structure.num_colours):
-                carry, move = class_move(log_terms, carry, (c, uniforms[c], coordinate_uniforms[c]))
+            for c in range(num_colours):
+                carry, move = class_move(
+                    log_terms, carry, (c, draws[c], tests[c], coordinate_uniforms[c])
+                )
                 moves.append(move)
             accept_prob, accepted, num_changed = map(jnp.stack, zip(*moves, strict=True))
         else:
             carry, (accept_prob, accepted, num_changed) = lax.scan(
                 lambda carry, inputs: class_move(log_terms, carry, inputs),
                 carry,
-                (jnp.arange(structure.num_colours), uniforms, coordinate_uniforms),
+                (jnp.arange(num_colours), draws, tests, coordinate_uniforms),
             )
         x, _, log_p = carry
         info = Info(jnp.mean(accept_prob), jnp.all(accepted), jnp.sum(num_changed, dtype=jnp.int32))

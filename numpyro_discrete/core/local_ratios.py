@@ -24,6 +24,7 @@ import jax.numpy as jnp
 from numpyro_discrete.core.neighbourhood import Neighbourhood
 from numpyro_discrete.core.rows import row_sum
 from numpyro_discrete.structure.colouring import TermStructure
+from numpyro_discrete.structure.stencils import Stencil
 
 __all__ = [
     "ExactRatios",
@@ -35,6 +36,7 @@ __all__ = [
     "exact_local_fn",
     "gradient_local_fn",
     "mixed_local_fn",
+    "stencil_sums",
 ]
 
 LocalFn = Callable[[jax.Array], tuple[jax.Array, jax.Array]]
@@ -211,6 +213,31 @@ def credit(
         dense = jnp.sum(deltas[:, :, jnp.asarray(structure.dense_terms)], axis=2)  # (K, M)
         d = d + dense[row_class]
     return jnp.where(moved, d, 0.0)
+
+
+def stencil_sums(stencil: Stencil, values: jax.Array) -> jax.Array:
+    """
+    ``(..., N)`` sums, for every coordinate, of the `values` ``(..., E)`` of its terms: each
+    piece of `stencil` read as a strided window of the terms and added at its coordinates,
+    by slices, reshapes and pads only (no gather; :mod:`~numpyro_discrete.structure.stencils`).
+    """
+    lead = values.shape[:-1]
+    no_pad = [(0, 0)] * len(lead)
+    length = max(
+        [stencil.num_coords] + [p.coord_start + p.num_rows * p.coord_stride for p in stencil.pieces]
+    )
+    total = None
+    for p in stencil.pieces:
+        end = p.term_start + p.num_rows * p.term_stride
+        window = values[..., p.term_start : min(end, stencil.num_terms)]
+        window = jnp.pad(window, no_pad + [(0, max(end - stencil.num_terms, 0))])
+        rows = window.reshape(lead + (p.num_rows, p.term_stride))[..., : p.row_length]
+        rows = jnp.pad(rows, no_pad + [(0, 0), (0, p.coord_stride - p.row_length)])
+        placed = rows.reshape(lead + (p.num_rows * p.coord_stride,))
+        tail = length - p.coord_start - p.num_rows * p.coord_stride
+        placed = jnp.pad(placed, no_pad + [(p.coord_start, tail)])
+        total = placed if total is None else total + placed
+    return total[..., : stencil.num_coords]
 
 
 def coloured_ratios(
