@@ -296,18 +296,28 @@ def test_colouring_of_random_graphs(seed):
 
 
 # the scatter sums (the alternative to gathers) in the slow tier
-@pytest.mark.parametrize("sums", ["gather", pytest.param("scatter", marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "sums", ["stencil", "gather", pytest.param("scatter", marks=pytest.mark.slow)]
+)
 @pytest.mark.parametrize("name", list(MODELS))
 def test_coloured_ratios_equal_brute_force(name, sums, x64):
     """``C x M`` evaluations of the terms give the same table as ``N x M`` evaluations of
     ``log pi`` (the dense model through one class per coordinate), whether the changes are
-    summed per coordinate by gathers (padded term lists) or by a scatter (the pairs)."""
+    summed per coordinate by stencil (slices, where the pairs form one), by gathers (padded
+    term lists) or by a scatter (the pairs)."""
     target = _target(MODELS[name])
     structure = target.structure
     if sums == "scatter":
         structure = structure._replace(coord_terms=None)
     brute = jax.jit(exact_local_fn(target.log_density(), target.neighbourhood))
-    coloured = coloured_ratios(target.log_terms(), structure, None)
+    coloured = coloured_ratios(target.log_terms(), structure, None, by_stencil=sums == "stencil")
+
+    every_other = coloured_ratios(
+        target.log_terms(), structure, np.arange(0, structure.num_coords, 2), sums == "stencil"
+    )
+
+    def valid_of(x):
+        return np.asarray(target.neighbourhood.valid(x))
 
     @jax.jit
     def coloured_table(x):
@@ -324,6 +334,12 @@ def test_coloured_ratios_equal_brute_force(name, sums, x64):
         np.testing.assert_allclose(d, d_brute, rtol=1e-9, atol=1e-9)
         # the kernels' local function uses them wherever the structure is sparse
         np.testing.assert_allclose(jax.jit(target.local_fn((), {}))(x)[1], d_brute, atol=1e-9)
+        # the rows of a subset of the coordinates (the exact sites beside gradient ones)
+        _, d_rows = jax.jit(every_other)(x, None, target.neighbourhood.candidates(x), valid_of(x))
+        rows = np.arange(0, x.shape[0], 2)
+        np.testing.assert_allclose(
+            np.where(valid_of(x)[rows], d_rows, -np.inf), d_brute[rows], rtol=1e-9, atol=1e-9
+        )
 
 
 # --- what "auto" picks --------------------------------------------------------------------------

@@ -24,7 +24,7 @@ import jax.numpy as jnp
 from numpyro_discrete.core.neighbourhood import Neighbourhood
 from numpyro_discrete.core.rows import row_sum
 from numpyro_discrete.structure.colouring import TermStructure
-from numpyro_discrete.structure.stencils import Stencil
+from numpyro_discrete.structure.stencils import Stencil, find_stencil
 
 __all__ = [
     "ExactRatios",
@@ -244,10 +244,15 @@ def coloured_ratios(
     log_terms: Callable[[jax.Array], jax.Array],
     structure: TermStructure,
     coords: np.ndarray | None,
+    by_stencil: bool = True,
 ) -> ExactRatios:
     """Exact ratios of the coordinates `coords` (``None``: all), colour-batched: the
     :func:`class_deltas` of every class holding one of them, batched, then :func:`credit`,
-    so ``C x M`` evaluations of the terms instead of ``N x M`` of ``log pi``."""
+    so ``C x M`` evaluations of the terms instead of ``N x M`` of ``log pi``. With
+    `by_stencil`, where the pairs form a stencil
+    (:func:`~numpyro_discrete.structure.stencils.find_stencil`), every class's sums come
+    from :func:`stencil_sums` and each coordinate takes its own class's (selects, no
+    gathers)."""
     num_coords = structure.num_coords
     rows = np.arange(num_coords) if coords is None else np.asarray(coords)
     is_row = np.zeros(num_coords, bool)
@@ -255,6 +260,11 @@ def coloured_ratios(
     classes = np.unique(structure.colour[rows])
     class_masks = np.stack([is_row & (structure.colour == c) for c in classes])
     coord_class = np.where(is_row, np.searchsorted(classes, structure.colour), -1)
+    stencil = None
+    if by_stencil and not structure.dense_terms.size:
+        stencil = find_stencil(
+            structure.pair_terms, structure.pair_coords, structure.num_terms, num_coords
+        )
 
     def ratios(x: jax.Array, log_p: jax.Array | None, candidates: jax.Array, valid: jax.Array):
         terms_x = log_terms(x)
@@ -262,7 +272,17 @@ def coloured_ratios(
         deltas = jax.vmap(lambda mask: class_deltas(log_terms, x, terms_x, mask, moves))(
             jnp.asarray(class_masks)
         )
-        d = credit(structure, deltas, jnp.asarray(coord_class, jnp.int32), jnp.asarray(rows))
+        if stencil is None:
+            d = credit(structure, deltas, jnp.asarray(coord_class, jnp.int32), jnp.asarray(rows))
+        else:
+            # (K, M, N): row j of class k is right where j is in class k
+            sums = stencil_sums(stencil, deltas)
+            own = sum(
+                jnp.where(coord_class == k, sums[k], 0.0) for k in range(len(classes))
+            )  # (M, N)
+            d = jnp.stack([own[m] for m in range(own.shape[0])], axis=1)
+            if coords is not None:
+                d = d[rows]
         return jnp.sum(terms_x), jnp.where(jnp.isnan(d), -jnp.inf, d)
 
     return ratios
