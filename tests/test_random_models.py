@@ -247,7 +247,7 @@ def test_chromatic_sweep_is_exact_on_random_models(spec, x64):
     assert chi_square_rows(counts, matrix) > 1e-4, spec.describe()
 
 
-@settings(max_examples=6, **SETTINGS)
+@settings(max_examples=3, **SETTINGS)
 @given(spec=rm.model_specs(continuous=False))
 def test_stencil_conditionals_are_the_gathered_ones_on_random_models(spec, x64):
     """Where detection's pairs form a stencil, a sweep computes each class's conditionals

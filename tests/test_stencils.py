@@ -18,7 +18,7 @@ from numpyro_discrete import ChromaticGibbs
 from numpyro_discrete.core.local_ratios import stencil_sums
 from numpyro_discrete.structure.stencils import find_stencil
 
-SETTINGS = dict(deadline=None, derandomize=True, max_examples=100)
+SETTINGS = dict(deadline=None, derandomize=True, max_examples=50)
 
 
 def piece_pairs(stencil):
