@@ -160,8 +160,9 @@ def build_kernel(
     :param by_stencil: in an unrolled sweep, when the pairs form a stencil
         (:func:`~numpyro_discrete.structure.stencils.find_stencil`: lattices, elementwise
         factors), every class computes the conditionals of all coordinates, those outside
-        it staying, with sums by shifted slices instead of gathers and scatters (3x faster
-        on a 200 x 200 lattice on CPU). Its draws come from other uniforms than the
+        it staying, with sums by shifted slices instead of gathers and scatters (a core
+        sweep 1.26x faster on a 200 x 200 Ising lattice on CPU, 1.05x at 50 x 50). Its
+        draws come from other uniforms than the
         gathers' (one per coordinate instead of one per member): the same chain, another
         stream.
     """
