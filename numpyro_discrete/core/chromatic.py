@@ -43,12 +43,17 @@ from jax import lax, random
 import jax.numpy as jnp
 
 from numpyro_discrete.core import noise
-from numpyro_discrete.core.local_ratios import class_deltas, credit, stencil_sums
+from numpyro_discrete.core.local_ratios import (
+    candidate_columns,
+    class_deltas,
+    credit,
+    stencil_sums,
+)
 from numpyro_discrete.core.neighbourhood import Neighbourhood
 from numpyro_discrete.core.rows import row_inverse_cdf, row_log_softmax, row_max, row_take
 from numpyro_discrete.core.state import Info, SweepState, mh_accept
 from numpyro_discrete.structure.colouring import TermStructure
-from numpyro_discrete.structure.stencils import Stencil, find_stencil
+from numpyro_discrete.structure.stencils import Stencil, structure_stencil
 
 __all__ = ["build_kernel", "class_conditional", "class_members", "init"]
 
@@ -106,9 +111,7 @@ def class_conditional(
     moves = jnp.where(valid, candidates, x[:, None])
     deltas = class_deltas(log_terms, x, terms_x, in_class, moves)
     if members is None:
-        sums = stencil_sums(stencil, deltas)
-        # column by column, not a transpose: the row functions read columns
-        d = jnp.stack([sums[m] for m in range(sums.shape[0])], axis=1)
+        d = candidate_columns(stencil_sums(stencil, deltas))
         valid = valid & in_class[:, None]
         values = jnp.concatenate([x[:, None], moves], axis=1)
     else:
@@ -173,11 +176,7 @@ def build_kernel(
     order, starts, sizes, width = class_members(structure)
 
     unrolled = structure.num_colours <= max_unrolled_classes
-    stencil = None
-    if by_stencil and unrolled and not structure.dense_terms.size:
-        stencil = find_stencil(
-            structure.pair_terms, structure.pair_coords, structure.num_terms, num_coords
-        )
+    stencil = structure_stencil(structure) if by_stencil and unrolled else None
     # uniforms per class: one per member it draws and one for its test; a stencil sweep
     # draws every coordinate in every class, but each uses its own only in its own class,
     # so one uniform per coordinate serves the whole sweep

@@ -24,12 +24,13 @@ import jax.numpy as jnp
 from numpyro_discrete.core.neighbourhood import Neighbourhood
 from numpyro_discrete.core.rows import row_sum
 from numpyro_discrete.structure.colouring import TermStructure
-from numpyro_discrete.structure.stencils import Stencil, find_stencil
+from numpyro_discrete.structure.stencils import Stencil, structure_stencil
 
 __all__ = [
     "ExactRatios",
     "LocalFn",
     "brute_force_ratios",
+    "candidate_columns",
     "class_deltas",
     "coloured_ratios",
     "credit",
@@ -240,6 +241,13 @@ def stencil_sums(stencil: Stencil, values: jax.Array) -> jax.Array:
     return total[..., : stencil.num_coords]
 
 
+def candidate_columns(sums: jax.Array) -> jax.Array:
+    """``(M, N)`` per-candidate sums as the ``(N, M)`` ratio table, column by column rather
+    than by a transpose (the row functions of :mod:`~numpyro_discrete.core.rows` read
+    columns)."""
+    return jnp.stack([sums[m] for m in range(sums.shape[0])], axis=1)
+
+
 def coloured_ratios(
     log_terms: Callable[[jax.Array], jax.Array],
     structure: TermStructure,
@@ -260,11 +268,7 @@ def coloured_ratios(
     classes = np.unique(structure.colour[rows])
     class_masks = np.stack([is_row & (structure.colour == c) for c in classes])
     coord_class = np.where(is_row, np.searchsorted(classes, structure.colour), -1)
-    stencil = None
-    if by_stencil and not structure.dense_terms.size:
-        stencil = find_stencil(
-            structure.pair_terms, structure.pair_coords, structure.num_terms, num_coords
-        )
+    stencil = structure_stencil(structure) if by_stencil else None
 
     def ratios(x: jax.Array, log_p: jax.Array | None, candidates: jax.Array, valid: jax.Array):
         terms_x = log_terms(x)
@@ -280,7 +284,7 @@ def coloured_ratios(
             own = sum(
                 jnp.where(coord_class == k, sums[k], 0.0) for k in range(len(classes))
             )  # (M, N)
-            d = jnp.stack([own[m] for m in range(own.shape[0])], axis=1)
+            d = candidate_columns(own)
             if coords is not None:
                 d = d[rows]
         return jnp.sum(terms_x), jnp.where(jnp.isnan(d), -jnp.inf, d)

@@ -32,7 +32,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["Stencil", "StencilPiece", "find_stencil"]
+from numpyro_discrete.structure.colouring import TermStructure
+
+__all__ = ["Stencil", "StencilPiece", "find_stencil", "structure_stencil"]
 
 # A stencil is worth it only when it has few pieces: each is a pass over the coordinates.
 MAX_PIECES = 32
@@ -96,6 +98,16 @@ def find_stencil(
             if not _merge_runs(term_k[same], coord_k[same], int(length), pieces, max_pieces):
                 return None
     return Stencil(tuple(pieces), int(num_terms), int(num_coords))
+
+
+def structure_stencil(structure: TermStructure) -> Stencil | None:
+    """The stencil of `structure`'s pairs, or ``None``; none with dense terms (they depend on
+    every coordinate, which no piece holds)."""
+    if structure.dense_terms.size:
+        return None
+    return find_stencil(
+        structure.pair_terms, structure.pair_coords, structure.num_terms, structure.num_coords
+    )
 
 
 def _merge_runs(
