@@ -36,9 +36,18 @@ def _release_compiled_programs():
 
 @pytest.fixture
 def x64():
-    """Run the test body with 64-bit floats (exact transition-matrix checks need them)."""
+    """Run the test body with 64-bit floats (exact transition-matrix checks need them).
+
+    JAX's caches are cleared on the way in and out: a numpy array that a compiled program
+    captured as a constant under one precision cannot be used by an eager operation under
+    the other (jax 0.10: ``RuntimeProgramInputMismatch``, the cached device copy keeps the
+    first precision). Programs capture the test models' module-level numpy arrays (the
+    model's reading is one compiled program), and a process sets x64 once, tests do not.
+    """
+    jax.clear_caches()
     with jax.enable_x64(True):
         yield
+    jax.clear_caches()
 
 
 # The fast tier is mostly XLA compiling small programs that run for milliseconds: there,

@@ -15,6 +15,7 @@ from numpyro_discrete.model.layout import SiteLayout
 from numpyro_discrete.model.potential import SiteLogJoint, flat_log_density
 from numpyro_discrete.structure.colouring import TermStructure, dense_structure, term_structure
 from numpyro_discrete.structure.dependencies import TermDependencies, detect_dependencies
+from numpyro_discrete.structure.lazy_values import staged
 from numpyro_discrete.structure.sums import split_sums
 
 __all__ = ["SiteFunctions", "detect_structure", "read_dependencies", "with_summands_as_terms"]
@@ -36,7 +37,8 @@ def with_summands_as_terms(
     split = split_sums(log_terms)
 
     def num_terms(fn: SiteLogJoint) -> int:
-        return jax.eval_shape(flat_log_density(fn, layout), initial).shape[0]
+        with staged():
+            return jax.eval_shape(flat_log_density(fn, layout), initial).shape[0]
 
     if num_terms(split) == num_terms(log_terms):
         return functions, site_functions

@@ -55,7 +55,7 @@ from numpyro_discrete.structure.data_moves import (
     padded,
 )
 from numpyro_discrete.structure.dependency_sets import SetAlgebra, same_sets
-from numpyro_discrete.structure.lazy_values import force, lazy_outputs
+from numpyro_discrete.structure.lazy_values import force, lazy_outputs, staged
 from numpyro_discrete.structure.primitives import (
     CALL_JAXPR_PARAMS,
     CUMULATIVE,
@@ -118,7 +118,9 @@ def detect_dependencies(
         booleans): the dependencies a derivative can see.
     """
     x = jnp.asarray(x)
-    closed = jax.make_jaxpr(terms_fn)(x, *inputs)
+    # operations on constants staged too: the rules evaluate the values they read lazily
+    with staged():
+        closed = jax.make_jaxpr(terms_fn)(x, *inputs)
     if len(closed.out_avals) != 1 or len(closed.out_avals[0].shape) != 1:
         raise ValueError(f"the term function must return one 1-D array, got {closed.out_avals}")
     num_coords = int(x.shape[0])

@@ -1,18 +1,41 @@
 """Values of a jaxpr's variables computed only when a dependency rule reads them (indices
 and masks that do not depend on ``x``), eagerly even inside a trace, and the evaluation of
-a scan that returns what its rule reads in every iteration at once."""
+a scan that returns what its rule reads in every iteration at once.
+
+Eager evaluation inside a trace (``jax.ensure_compile_time_eval``: ``init`` under ``jit``
+or ``pmap`` reads concrete values) evaluates each operation whose inputs are constants on
+its own, compiling a small program for each (about 0.03-0.05 s on a CPU core). Where only a
+program, its shapes or the values a rule asks for are wanted, that is pure cost:
+:func:`staged` turns it off for a block.
+"""
 
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 import numpy as np
 
 import jax
 from jax import lax
+from jax._src.config import eager_constant_folding
 import jax.extend.core as jex
 import jax.numpy as jnp
 
-__all__ = ["Lazy", "force", "lazy_outputs", "on_host", "scan_runner", "split_at", "typed"]
+__all__ = [
+    "Lazy",
+    "force",
+    "lazy_outputs",
+    "on_host",
+    "scan_runner",
+    "split_at",
+    "staged",
+    "typed",
+]
+
+
+def staged() -> AbstractContextManager:
+    """A block in which operations on constants are staged, not evaluated one by one."""
+    return eager_constant_folding(False)
 
 
 class Lazy:
