@@ -10,7 +10,7 @@ import jax
 from jax import random
 import jax.numpy as jnp
 
-from numpyro.infer.gibbs import GIBBS_SITES_KWARG
+from numpyro.infer.gibbs import GIBBS_SITES_KWARG, conditioned
 
 from numpyro_discrete.core.local_ratios import brute_force_ratios
 from numpyro_discrete.core.neighbourhood import Neighbourhood, SupportKind
@@ -179,7 +179,8 @@ def reading_point(
     method (whose conditioning values are traced under ``vmap`` and ``pmap``), so that the
     structure, the move scales and the ratio modes read there are too."""
     plain_kwargs = {k: v for k, v in model_kwargs.items() if k != GIBBS_SITES_KWARG}
-    draw = reading_trace(model, random.key(0), model_args, plain_kwargs)
+    # conditioned on nothing, the model itself, read by the program that read its sites
+    draw = reading_trace(conditioned(model), random.key(0), model_args, plain_kwargs)
     kwargs = dict(plain_kwargs)
     if GIBBS_SITES_KWARG in model_kwargs:
         given = model_kwargs[GIBBS_SITES_KWARG]

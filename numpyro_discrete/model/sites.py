@@ -131,8 +131,11 @@ def _compiled_reading(
         for leaf, array in zip(leaves, is_array, strict=True)
         if array
     )
-    # jit's own key of the settings that change a program (x64, default device, ...)
-    key = (model_key, treedef, static_key, signature, trace_context())
+    # jit's own key of the settings that change a program (x64, default device, ...), as
+    # the program is traced: staged, whether or not the caller evaluates eagerly
+    with staged():
+        context = trace_context()
+    key = (model_key, treedef, static_key, signature, context)
     reading = _READINGS.get(key)
     if reading is None:
         structure: list = []
