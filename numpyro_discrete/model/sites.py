@@ -63,10 +63,11 @@ def reading_trace(
 
     A prior draw of the continuous sites (numpyro's ``prototype_trace``) would compile
     samplers that nothing else runs: the gamma sampler behind Dirichlet, Gamma and Beta
-    priors alone compiles for 2-8 s on a CPU core. Evaluated eagerly even inside a trace
-    (``init`` under ``jit`` or ``pmap``), and always in that one evaluation context, so that
-    the operations compiled for one reading are reused by the next (JAX compiles an
-    operation again for each context).
+    priors alone compiles for 2-8 s on a CPU core. Concrete even inside a trace (``init``
+    under ``jit`` or ``pmap``): computed by one compiled program per model
+    (:func:`_compiled_reading`), or else op by op, always in the one evaluation context
+    ``jax.ensure_compile_time_eval``, so that the operations compiled for one reading are
+    reused by the next (JAX compiles an operation again for each context).
     """
     compiled = _compiled_reading(model, rng_key, model_args, model_kwargs)
     if compiled is not None:
@@ -106,14 +107,14 @@ def _compiled_reading(
     """The reading trace computed by one compiled program, or None where it cannot be.
 
     Run op by op, a reading compiles each of the model's operations as a program of its
-    own (about 0.03-0.05 s each on a CPU core, hundreds on a first run); one program for
-    the whole model compiles in well under a second and is reused by every later reading
-    of the same model with arguments of the same shapes (the kernels read a model several
-    times: its sites, its bounds, its reading point). The trace's computed values and
-    distribution parameters come back as arrays, its static parts (site names, plates,
+    own (about 0.03-0.05 s each on a CPU core, dozens per model); one program for the
+    whole model compiles in 0.6-0.9 s on the gallery's models and is reused by every later
+    reading of the same model with arguments of the same shapes (the kernels read a model
+    several times: its sites, its bounds, its reading point). The trace's computed values
+    and distribution parameters come back as arrays, its static parts (site names, plates,
     constants the model closes over) as they were. Inputs that are traced (a reading
-    inside ``vmap`` or ``pmap`` with traced conditioning) or distributions that numpyro
-    cannot rebuild from their pytree fields keep the op-by-op reading.
+    inside ``vmap`` or ``pmap`` with traced conditioning) or distributions that keep a
+    computed value outside their pytree fields keep the op-by-op reading.
     """
     leaves, treedef = jax.tree.flatten((rng_key, model_args, dict(model_kwargs)))
     if any(isinstance(leaf, jax.core.Tracer) for leaf in leaves):
@@ -122,7 +123,8 @@ def _compiled_reading(
     statics = [None if array else leaf for leaf, array in zip(leaves, is_array, strict=True)]
     model_key, referents = _identity_key(model)
     try:
-        static_key = tuple(statics)
+        # by type too: `True`, `1` and `1.0` are equal keys but may give other traces
+        static_key = tuple((type(leaf), leaf) for leaf in statics)
         hash(static_key)
     except TypeError:
         return None
