@@ -9,7 +9,6 @@ from typing import Any, NamedTuple
 import numpy as np
 
 import jax
-from jax._src.config import trace_context
 import jax.numpy as jnp
 
 from numpyro.distributions import Distribution
@@ -94,6 +93,14 @@ class _Reading(NamedTuple):
     structure: list
     # what the cache key refers to by identity, kept alive while the entry is
     referents: list
+
+
+try:  # the settings jit keys its own cache on (x64, default device, ...), not public
+    from jax._src.config import trace_context
+except ImportError:  # a JAX without it: the setting that changes a reading's dtypes
+
+    def trace_context() -> Any:
+        return jax.config.jax_enable_x64
 
 
 #: Compiled readings by model, argument structure and array signature, most recent last

@@ -10,14 +10,13 @@ program, its shapes or the values a rule asks for are wanted, that is pure cost:
 """
 
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import numpy as np
 
 import jax
 from jax import lax
-from jax._src.config import eager_constant_folding
 import jax.extend.core as jex
 import jax.numpy as jnp
 
@@ -33,8 +32,16 @@ __all__ = [
 ]
 
 
+try:  # JAX's own switch behind `ensure_compile_time_eval`, not public (jax 0.10)
+    from jax._src.config import eager_constant_folding
+except ImportError:  # a JAX without it: such blocks evaluate op by op, slower only
+    eager_constant_folding = None
+
+
 def staged() -> AbstractContextManager:
     """A block in which operations on constants are staged, not evaluated one by one."""
+    if eager_constant_folding is None:
+        return nullcontext()
     return eager_constant_folding(False)
 
 
