@@ -165,9 +165,8 @@ def build_kernel(
         factors), every class computes the conditionals of all coordinates, those outside
         it staying, with sums by shifted slices instead of gathers and scatters (a core
         sweep 1.26x faster on a 200 x 200 Ising lattice on CPU, 1.05x at 50 x 50). Its
-        draws come from other uniforms than the
-        gathers' (one per coordinate instead of one per member): the same chain, another
-        stream.
+        draws come from other uniforms than the gathers' (one per coordinate instead of one
+        per member): the same chain, another stream.
     """
     # numpy, not jax arrays: `init` may run inside a trace (`pmap`), where a jax array made
     # here would be a tracer captured by the kernel and leaked into later traces

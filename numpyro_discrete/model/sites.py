@@ -85,12 +85,15 @@ def _read(
 
 
 class _Reading(NamedTuple):
-    """One compiled reading program and the static part of the trace it returns."""
+    """One compiled reading of a model and the static part of the trace it returns."""
 
-    program: Callable
-    # `[(treedef, leaves, missing attributes)]` of the trace, `_COMPUTED` for each leaf the
-    # program computes, once traced (`[None]`: the trace cannot be rebuilt, read op by op)
-    structure: list
+    # the compiled program, None where the model cannot be read as one (read op by op)
+    program: Callable | None
+    # the trace's treedef, its leaves (`_COMPUTED` for each one the program returns) and the
+    # attributes its distributions lose in a rebuild (`_missing_attributes`)
+    trace_def: Any
+    trace_leaves: list
+    missing: list
     # what the cache key refers to by identity, kept alive while the entry is
     referents: list
 
@@ -117,7 +120,7 @@ def _compiled_reading(
     own (about 0.03-0.05 s each on a CPU core, dozens per model); one program for the
     whole model compiles in 0.6-0.9 s on the gallery's models and is reused by every later
     reading of the same model with arguments of the same shapes (the kernels read a model
-    several times: its sites, its bounds, its reading point). The trace's computed values
+    several times: the site check, the reading point, each chain). The trace's computed values
     and distribution parameters come back as arrays, its static parts (site names, plates,
     constants the model closes over) as they were. Inputs that are traced (a reading
     inside ``vmap`` or ``pmap`` with traced conditioning) or distributions that keep a
@@ -145,28 +148,24 @@ def _compiled_reading(
     with staged():
         context = trace_context()
     key = (model_key, treedef, static_key, signature, context)
+    arrays = [leaf for leaf, array in zip(leaves, is_array, strict=True) if array]
     reading = _READINGS.get(key)
     if reading is None:
-        structure: list = []
-        program = _reading_program(model, treedef, statics, structure)
-        reading = _Reading(program, structure, referents)
-        _READINGS[key] = reading
+        reading = _READINGS[key] = _compile_reading(model, treedef, statics, arrays, referents)
         while len(_READINGS) > _MAX_READINGS:
             _READINGS.popitem(last=False)
     _READINGS.move_to_end(key)
-    arrays = [leaf for leaf, array in zip(leaves, is_array, strict=True) if array]
-    try:
-        computed = reading.program(arrays)
-    except Exception:
-        # read op by op, which raises the model's own errors
-        reading.structure[:] = [None]
-    if reading.structure[0] is None:
+    if reading.program is None:
         return None
-    trace_def, trace_statics, missing = reading.structure[0]
-    computed = iter(computed)
-    full = [next(computed) if leaf is _COMPUTED else leaf for leaf in trace_statics]
-    model_trace = jax.tree.unflatten(trace_def, full)
-    for name, depth, attribute, value in missing:
+    try:
+        computed = iter(reading.program(arrays))
+    except Exception:
+        # read op by op from now on, which raises the model's own errors
+        _READINGS[key] = reading._replace(program=None)
+        return None
+    full = [next(computed) if leaf is _COMPUTED else leaf for leaf in reading.trace_leaves]
+    model_trace = jax.tree.unflatten(reading.trace_def, full)
+    for name, depth, attribute, value in reading.missing:
         setattr(_distribution_chain(model_trace[name].get("fn"))[depth], attribute, value)
     return model_trace
 
@@ -190,39 +189,43 @@ def _identity_key(model: Callable) -> tuple[Any, list]:
 _COMPUTED = object()
 
 
-def _reading_program(model: Callable, treedef: Any, statics: list, structure: list) -> Callable:
-    """The compiled reading of `model`: its input arrays as arguments, its other inputs
-    (`statics`, None in place of each array) as constants. Tracing it records in
-    `structure` the trace's treedef, its leaves that are not computed (`_COMPUTED` in
-    place of each computed one) and the attributes its distributions lose in a rebuild
-    (:func:`_missing_attributes`), or None where it cannot be rebuilt."""
+def _compile_reading(
+    model: Callable, treedef: Any, statics: list, arrays: list, referents: list
+) -> _Reading:
+    """The compiled reading of `model`: its input `arrays` as arguments, its other inputs
+    (`statics`, None in place of each array) as constants, compiled ahead of time, so that
+    it runs when called with concrete arrays rather than being staged into a trace the
+    caller may be inside. Its program is None where tracing fails or the trace cannot be
+    rebuilt (:func:`_missing_attributes`)."""
+    recorded: dict[str, Any] = {}
 
     def read(arrays: list) -> list:
         arrays_left = iter(arrays)
         full = [next(arrays_left) if leaf is None else leaf for leaf in statics]
         rng_key, model_args, model_kwargs = jax.tree.unflatten(treedef, full)
-        # staged whole, even where the caller evaluates eagerly (`ensure_compile_time_eval`)
-        with staged():
-            model_trace = _read(model, rng_key, model_args, model_kwargs)
+        model_trace = _read(model, rng_key, model_args, model_kwargs)
         leaves, trace_def = jax.tree.flatten(model_trace)
         computed = [isinstance(leaf, jax.core.Tracer) for leaf in leaves]
-        rebuilt = jax.tree.unflatten(trace_def, leaves)
-        kept = [_COMPUTED if c else leaf for leaf, c in zip(leaves, computed, strict=True)]
-        missing = _missing_attributes(model_trace, rebuilt)
-        structure[:] = [None if missing is None else (trace_def, kept, missing)]
+        recorded["missing"] = _missing_attributes(
+            model_trace, jax.tree.unflatten(trace_def, leaves)
+        )
+        recorded["trace_def"] = trace_def
+        recorded["leaves"] = [
+            _COMPUTED if c else leaf for leaf, c in zip(leaves, computed, strict=True)
+        ]
         return [leaf for leaf, c in zip(leaves, computed, strict=True) if c]
 
-    compiled: list = []
-
-    def program(arrays: list) -> list:
-        # compiled ahead of time and called with concrete arrays: run, not staged into a
-        # trace the caller may be inside
-        if not compiled:
-            with staged():
-                compiled.append(jax.jit(read).lower(arrays).compile())
-        return compiled[0](arrays)
-
-    return program
+    try:
+        # staged whole, even where the caller evaluates eagerly (`ensure_compile_time_eval`)
+        with staged():
+            program = jax.jit(read).lower(arrays).compile()
+    except Exception:
+        program = None
+    if program is None or recorded["missing"] is None:
+        return _Reading(None, None, [], [], referents)
+    return _Reading(
+        program, recorded["trace_def"], recorded["leaves"], recorded["missing"], referents
+    )
 
 
 def _missing_attributes(
