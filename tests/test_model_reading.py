@@ -165,3 +165,37 @@ def test_traced_inputs_are_read_op_by_op():
 
     locs = jax.vmap(read)(jnp.asarray([[0.0, 2.0], [1.0, 3.0]]))
     assert locs.shape[0] == 2
+
+
+def discrete_only(field, counts):
+    """Discrete latent sites of three kinds beside observed data: what a chain's initial
+    values are drawn for when the kernel samples the whole model."""
+    with numpyro.plate("sites", field.shape[0]):
+        x = numpyro.sample("x", dist.Bernoulli(logits=field))
+        label = numpyro.sample("label", dist.Categorical(jnp.array([0.2, 0.3, 0.5])))
+        n = numpyro.sample("n", dist.Poisson(4.0 + x + label))
+        numpyro.sample("counts", dist.Binomial(n + counts, 0.5), obs=counts)
+
+
+def test_initial_values_are_numpyros_prior_draws(caplog):
+    """A chain's initial values (``initial_position``) are the draws numpyro's
+    ``prototype_trace`` makes with the chain's key, read by the model's compiled reading
+    program, the one that read the model's sites: no chain compiles a reading of its own."""
+    from numpyro.infer.gibbs import prototype_trace
+
+    from numpyro_discrete.model.initial_values import initial_position
+    from numpyro_discrete.model.target import model_target
+
+    args = (jnp.linspace(-2.0, 2.0, 6), jnp.arange(6))
+    target = model_target(
+        discrete_only, random.key(0), args, {}, weights="exact", ordinal_window=None
+    )
+    for seed in range(2):
+        key = random.key(10 + seed)
+        x, compiled = _compilations(
+            caplog, lambda key=key: initial_position(target, key, None, args, {})
+        )
+        assert compiled == []
+        draw = prototype_trace(discrete_only, key, args, {})
+        expected = {name: draw[name]["value"] for name in target.layout.names}
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(target.layout.flatten(expected)))
