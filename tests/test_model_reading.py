@@ -13,10 +13,12 @@ import jax.numpy as jnp
 
 import numpyro
 import numpyro.distributions as dist
-from numpyro.infer.gibbs import conditioned
+from numpyro.infer.gibbs import conditioned, prototype_trace
 
 from numpyro_discrete.gallery import GALLERY
 from numpyro_discrete.model import sites
+from numpyro_discrete.model.initial_values import initial_position
+from numpyro_discrete.model.target import model_target
 
 
 def _op_by_op(model, key, args, kwargs):
@@ -181,11 +183,6 @@ def test_initial_values_are_numpyros_prior_draws(caplog):
     """A chain's initial values (``initial_position``) are the draws numpyro's
     ``prototype_trace`` makes with the chain's key, read by the model's compiled reading
     program, the one that read the model's sites: no chain compiles a reading of its own."""
-    from numpyro.infer.gibbs import prototype_trace
-
-    from numpyro_discrete.model.initial_values import initial_position
-    from numpyro_discrete.model.target import model_target
-
     args = (jnp.linspace(-2.0, 2.0, 6), jnp.arange(6))
     target = model_target(
         discrete_only, random.key(0), args, {}, weights="exact", ordinal_window=None

@@ -82,7 +82,7 @@ def _feasible_start(log_terms, structure, supports, x, movable):
     if isinstance(x, jax.core.Tracer):  # staged into the caller's program
         return _moved_until_possible(log_terms, structure, supports, x, movable)
     # concrete (a chain's `init`, run eagerly): compiled programs, as op by op the model's
-    # operations compiled one by one (37 programs, about 1.5 s, on a 50 x 50 Ising lattice)
+    # operations compiled one by one (37 programs on a 50 x 50 Ising lattice)
     if not bool(jax.jit(lambda x: jnp.any(_impossible(log_terms(x))))(x)):
         return x  # the usual case, decided without compiling the loop
     return jax.jit(lambda x: _moved_until_possible(log_terms, structure, supports, x, movable))(x)
