@@ -383,13 +383,16 @@ def block_class_matrix(target, plan, states, c, mh_test=True):
     """The exact transition matrix of the move of class `c`: the core's potentials at each
     state, every joint draw of the class's blocks with its probability (the blocks' chains
     enumerated), the reverse draw's probability from the potentials at the new state, and
-    the MH test (every draw taken without `mh_test`)."""
+    the MH test (every draw taken without `mh_test`, the potentials then read as the terms'
+    values rather than their changes from the state's, as the kernel's Gibbs move reads
+    them)."""
     log_terms = target.log_terms()
 
     @jax.jit
     def potentials(x):
         terms = log_terms(x)
-        return (jnp.sum(terms),) + block_gibbs.class_potentials(log_terms, plan, c, x, terms)
+        baseline = terms if mh_test else None
+        return (jnp.sum(terms),) + block_gibbs.class_potentials(log_terms, plan, c, x, baseline)
 
     coords = plan.coords[c]
     rows = [coords[b][coords[b] < target.num_coords] for b in range(coords.shape[0])]

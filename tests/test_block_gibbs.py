@@ -110,6 +110,9 @@ def test_each_block_draws_its_exact_conditional(model, x64):
     for c in range(found.num_classes):
         matrix = block_class_matrix(target, plan, states, c)
         np.testing.assert_allclose(matrix.sum(1), 1.0, atol=1e-6)
+        # the Gibbs move (no test, potentials from the terms' values) is the same matrix
+        gibbs = block_class_matrix(target, plan, states, c, mh_test=False)
+        np.testing.assert_allclose(gibbs, matrix, atol=1e-6)
         outside = np.ones(target.num_coords, bool)
         outside[plan.coords[c][plan.coords[c] < target.num_coords]] = False
         for i in range(len(states)):

@@ -10,8 +10,10 @@ evaluations give all potentials (``M`` without pairwise terms). A Metropolis-Has
 of each class's joint move, with the reverse draw's probability from the potentials at the
 new state, keeps the sweep exact when detection missed a dependency; when the blocks are
 valid chains it accepts with probability 1, so where the structure is proven
-(:attr:`~numpyro_discrete.structure.colouring.TermStructure.exact`) the test is skipped and
-a class costs half as many evaluations.
+(:attr:`~numpyro_discrete.structure.colouring.TermStructure.exact`) the test is skipped: a
+class then costs its ``M^2`` evaluations only (no reverse potentials, and no evaluation at
+the new state, the potentials being read from the terms' values), and ``log pi`` is
+evaluated once per sweep.
 """
 
 from collections.abc import Callable
@@ -142,18 +144,24 @@ def block_plan(
 
 
 def class_potentials(
-    log_terms: LogTerms, plan: BlockPlan, c: jax.Array, x: jax.Array, terms_x: jax.Array
+    log_terms: LogTerms,
+    plan: BlockPlan,
+    c: jax.Array,
+    x: jax.Array,
+    terms_x: jax.Array | None = None,
 ) -> tuple[jax.Array, jax.Array]:
     """The unary ``(B, L, M)`` and pairwise ``(B, L - 1, M, M)`` log-potentials of the blocks
-    of class `c` given `x` (each term's change from `x`; ``-inf`` for values outside a
-    coordinate's support)."""
+    of class `c` given `x` (``-inf`` for values outside a coordinate's support): each term's
+    change from `terms_x`, the terms at `x`, or its value where `terms_x` is ``None``. The
+    conditional is the same either way (the terms at `x` add a constant per block)."""
     coords = jnp.asarray(plan.coords)[c]
     num_blocks, length = coords.shape
     m = plan.max_values
     lower = jnp.asarray(plan.lower)[coords]
     count = jnp.asarray(plan.num_values)[coords]
     even = (jnp.arange(length) % 2 == 0)[None, :]
-    terms_pad = jnp.concatenate([terms_x, jnp.zeros(1, terms_x.dtype)])
+    dtype = jnp.result_type(float)
+    baseline = 0.0 if terms_x is None else jnp.concatenate([terms_x, jnp.zeros(1, dtype)])
     unary_terms = jnp.asarray(plan.unary_terms)[c]
     pair_terms = jnp.asarray(plan.pair_terms)[c]
 
@@ -161,8 +169,7 @@ def class_potentials(
         value = jnp.where(even, u, v)
         moved = lower + jnp.minimum(value, count - 1)
         y = x.at[coords].set(moved.astype(x.dtype), mode="drop")
-        changed = jnp.concatenate([log_terms(y), jnp.zeros(1, terms_x.dtype)]) - terms_pad
-        return changed
+        return jnp.concatenate([log_terms(y), jnp.zeros(1, dtype)]) - baseline
 
     values = jnp.arange(m)
     num_slots = num_blocks * length
@@ -175,16 +182,16 @@ def class_potentials(
         grid = jnp.moveaxis(grid[:, :, unary_terms.shape[0] :], 2, 0)  # (P, M, M)
     else:
         diagonal = jax.vmap(lambda w: terms_at(w, w)[unary_terms])(values)  # (M, U)
-    phi = jnp.zeros((num_slots + 1, m), terms_x.dtype)
+    phi = jnp.zeros((num_slots + 1, m), dtype)
     phi = phi.at[jnp.asarray(plan.unary_slots)[c]].add(diagonal.T)[:num_slots]
     phi = phi.reshape(num_blocks, length, m)
     phi = jnp.where(values < count[..., None], phi, -jnp.inf)
-    psi = jnp.zeros((num_blocks, max(length - 1, 0), m, m), terms_x.dtype)
+    psi = jnp.zeros((num_blocks, max(length - 1, 0), m, m), dtype)
     if has_pairs:
         # (u, v) were set at even, odd positions: a pair starting at an odd one is (v, u)
         odd = jnp.asarray(plan.pair_odd)[c][:, None, None]
         pair = jnp.where(odd, jnp.swapaxes(grid, 1, 2), grid)
-        flat = jnp.zeros((num_slots + 1, m, m), terms_x.dtype)
+        flat = jnp.zeros((num_slots + 1, m, m), dtype)
         flat = flat.at[jnp.asarray(plan.pair_slots)[c]].add(pair)[:num_slots]
         psi = flat.reshape(num_blocks, length, m, m)[:, :-1]
     return phi, psi
@@ -216,23 +223,38 @@ def build_kernel(
         log_z = forward_filter(phi, psi, parallel=parallel)[1]
         return chain_log_prob(index, phi, psi, log_z)
 
-    def class_move(log_terms: LogTerms, carry: tuple, inputs: tuple) -> tuple:
+    def drawn(
+        log_terms: LogTerms, c: jax.Array, key: jax.Array, x: jax.Array, terms_x: jax.Array | None
+    ) -> tuple[jax.Array, jax.Array]:
+        """Every block of class `c` from its exact conditional at `x`: the new state and
+        the blocks' log-probabilities."""
+        coords = jnp.asarray(plan.coords)[c]
+        lower = jnp.asarray(plan.lower)[coords]
+        phi, psi = class_potentials(log_terms, plan, c, x, terms_x)
+        keys = random.split(key, coords.shape[0])
+        index, log_q = jax.vmap(draw)(keys, phi, psi)
+        return x.at[coords].set((lower + index).astype(x.dtype), mode="drop"), log_q
+
+    def gibbs_move(log_terms: LogTerms, x: jax.Array, inputs: tuple) -> tuple:
+        # the draw is the class's exact conditional: a Gibbs move, always taken. The
+        # potentials come from the terms' values, so nothing is evaluated at the new state
+        # (a fifth of a binary class's evaluations); log pi once, after the sweep
+        c, key = inputs
+        key_draw, _ = random.split(key)  # the split of the tested move: the same draws
+        y = drawn(log_terms, c, key_draw, x, None)[0]
+        return y, jnp.sum(y != x, dtype=jnp.int32)
+
+    def tested_move(log_terms: LogTerms, carry: tuple, inputs: tuple) -> tuple:
         x, terms_x, log_p = carry
         c, key = inputs
         key_draw, key_accept = random.split(key)
         coords = jnp.asarray(plan.coords)[c]
         lower = jnp.asarray(plan.lower)[coords]
         # forward: every block of the class from its exact conditional at x
-        phi, psi = class_potentials(log_terms, plan, c, x, terms_x)
-        keys = random.split(key_draw, coords.shape[0])
-        index, log_q_forward = jax.vmap(draw)(keys, phi, psi)
-        y = x.at[coords].set((lower + index).astype(x.dtype), mode="drop")
+        y, log_q_forward = drawn(log_terms, c, key_draw, x, terms_x)
         terms_y = log_terms(y)
         log_p_y = jnp.sum(terms_y)
         num_changed = jnp.sum(y != x, dtype=jnp.int32)
-        if not mh_test:
-            # the draw is the class's exact conditional: a Gibbs move, always taken
-            return (y, terms_y, log_p_y), (jnp.ones((), log_p.dtype), jnp.array(True), num_changed)
         # reverse: the probability of drawing x's blocks from the conditionals at y
         phi_y, psi_y = class_potentials(log_terms, plan, c, y, terms_y)
         x_index = jnp.take(x, coords, mode="fill", fill_value=0) - lower
@@ -253,10 +275,19 @@ def build_kernel(
         rng_key: jax.Array, state: SweepState, log_terms: LogTerms
     ) -> tuple[SweepState, Info]:
         x = state.position
-        terms_x = log_terms(x)
         keys = random.split(rng_key, num_classes)
+        if not mh_test:
+            x, num_changed = lax.scan(
+                lambda x, inputs: gibbs_move(log_terms, x, inputs),
+                x,
+                (jnp.arange(num_classes), keys),
+            )
+            log_p = jnp.sum(log_terms(x))
+            info = Info(jnp.ones((), log_p.dtype), jnp.array(True), jnp.sum(num_changed))
+            return SweepState(x, log_p), info
+        terms_x = log_terms(x)
         (x, _, log_p), (accept_prob, accepted, num_changed) = lax.scan(
-            lambda carry, inputs: class_move(log_terms, carry, inputs),
+            lambda carry, inputs: tested_move(log_terms, carry, inputs),
             (x, terms_x, jnp.sum(terms_x)),
             (jnp.arange(num_classes), keys),
         )
