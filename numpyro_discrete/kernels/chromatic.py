@@ -180,3 +180,12 @@ class ChromaticGibbs(ExactSweepKernel):
             mh_test=self._mh_test,
             coordinate_test=structure.exact,
         )
+
+    def _stuck_advice(self, site: str) -> str:
+        if not self._mh_test:
+            return (
+                "Its draws are exact conditionals, one class at a time: the coordinate is "
+                "strongly coupled to others. Try a longer run, or BlockGibbs where the coupled "
+                "coordinates form chains."
+            )
+        return "Try a longer run, or ALBP (its moves change several coordinates at once)."
