@@ -232,9 +232,13 @@ class DiscreteKernel(MCMCKernel):
                 state = self._init_one(rng_key, init_params, model_args, model_kwargs)
                 sample_fn = self._sample_one
             else:
-                state = jax.vmap(self._init_one, in_axes=(0, 0, None, None))(
-                    rng_key, init_params, model_args, model_kwargs
-                )
+                # the batch's start as one compiled program: under `vmap` alone each of the
+                # model's operations ran eagerly, batched, and compiled on its own
+                state = jax.jit(
+                    jax.vmap(
+                        lambda key, params: self._init_one(key, params, model_args, model_kwargs)
+                    )
+                )(rng_key, init_params)
                 sample_fn = jax.vmap(self._sample_one, in_axes=(0, None, None))
             check_initial_log_density(target, -state.potential_energy)
             setattr(self, SAMPLE_FN_ATTRIBUTE, sample_fn)

@@ -216,11 +216,9 @@ class LBPGibbs(Gibbs):
                 return self._init_one_chain(
                     rng_key, num_warmup, init_params, sites, model_args, kwargs
                 )
-            if init_params is None:
-                init_params = jax.vmap(
-                    lambda key: self._start(key, None, sites, model_args, kwargs)
-                )(rng_key)
-            return self._init_vectorized(rng_key, num_warmup, init_params, model_args, kwargs)
+            return self._init_vectorized(
+                rng_key, num_warmup, init_params, sites, model_args, kwargs
+            )
         state = self._discrete_block.init(rng_key, num_warmup, init_params, model_args, kwargs)
         setattr(self, SAMPLE_FN_ATTRIBUTE, self._sample_discrete)
         return self._state_cls(state.z, (state,), state.rng_key)
@@ -282,19 +280,22 @@ class LBPGibbs(Gibbs):
         rng_keys: jax.Array,
         num_warmup: int,
         init_params: Mapping[str, jax.Array] | None,
+        sites: ModelSites,
         model_args: tuple,
         model_kwargs: dict,
     ) -> LBPGibbsState:
         """``chain_method="vectorized"``: numpyro's ``Gibbs`` takes one key, so each chain
-        is initialised by the one-key ``init`` under ``vmap`` (each block kernel then holds
-        its one-chain step) and the sweep over both blocks is ``vmap``-ed, so that every
-        chain adapts its own ``R``, step size and mass matrix and draws what a sequential
-        run with the same chain key draws."""
+        is started (:meth:`_start`) and initialised by the one-key ``init`` under ``vmap``
+        (each block kernel then holds its one-chain step) and the sweep over both blocks is
+        ``vmap``-ed, so that every chain adapts its own ``R``, step size and mass matrix and
+        draws what a sequential run with the same chain key draws. The batch's start is one
+        compiled program, as one chain's is (:meth:`_init_one_chain`)."""
 
         def init_one(rng_key: jax.Array, params: Mapping[str, jax.Array] | None) -> GibbsState:
+            params = self._start(rng_key, params, sites, model_args, model_kwargs)
             return Gibbs.init(self, rng_key, num_warmup, params, model_args, model_kwargs)
 
-        state = jax.vmap(init_one)(rng_keys, init_params)
+        state = jax.jit(jax.vmap(init_one))(rng_keys, init_params)
         setattr(self, SAMPLE_FN_ATTRIBUTE, jax.vmap(self._sample_one, in_axes=(0, None, None)))
         return state
 
