@@ -41,11 +41,12 @@ Subprocesses of each (case, sampler), ``W``/``S`` = ``--num-warmup``/``--num-sam
   own ``rng_key`` and ``mcmc.num_samples`` set to ``S`` (**later run s**), 10, 10 again and
   ``L`` (``t_S, t_10, t_10', t_L``). numpyro 0.22 re-traces and compiles its sampling loop
   on every ``run`` with the progress bar off, so each later run pays that again, and that
-  cost varies by tenths of a second from run to run: ``L`` starts at ``5 S`` and, while the
-  long run's steps (``t_L - min(t_10, t_10')``) take less than ``--min-long-seconds``
-  (2 s; ``--quick`` 0.5 s; 0 keeps ``L = 5 S``), grows (at most 10x, 3 times) and the long
-  run is redone; the final ``L`` is run twice and ``t_L`` is the faster (every long run in
-  ``long_runs``: ``[L, thinning, seconds]``). Past
+  cost varies by tenths of a second from run to run: ``L`` starts at ``5 S``; each ``L`` is
+  run twice and ``t_L`` is the faster; while the long run's steps (``t_L - min(t_10,
+  t_10')``) take less than ``--min-long-seconds`` (2 s; ``--quick`` 0.5 s) or four times the
+  spread of either pair of runs, ``L`` grows (at most 10x, 3 times); a step still not
+  resolved after that is the row's error, not a number (every long run in ``long_runs``:
+  ``[L, thinning, seconds]``). Past
   ``5 * 10^7`` kept values (``L * N``) its draws are thinned (``mcmc.thinning``: the same
   steps, fewer copies into numpyro's collection), to bound memory. From them::
 
@@ -400,13 +401,12 @@ def measure_runs(
 
     later_run_s = later(samples)
     short = [later(SHORT_DRAWS), later(SHORT_DRAWS)]
-    # the long run: L = 5 S, grown until its steps take `min_long_s` and four times the
-    # spread of the two short runs (a later run's fixed cost, a recompilation of numpyro's
-    # loop, varies by tenths of a second, more on a busy machine: a step of 0.1 ms was
-    # measured negative), kept draws thinned past MAX_KEPT_VALUES; the final L timed
-    # twice, the faster kept (timing noise only adds)
+    # the long run: L = 5 S, timed twice and the faster kept (timing noise only adds),
+    # grown until its steps take `min_long_s` and four times the spread of either pair of
+    # runs (a later run's fixed cost, a recompilation of numpyro's loop, varies by tenths
+    # of a second, more on a busy machine: the faster of two long runs once fell below the
+    # faster short run, a negative step), kept draws thinned past MAX_KEPT_VALUES
     long = spec["later_num_samples"]
-    min_long_s = max(spec["min_long_s"], 4.0 * abs(short[0] - short[1]))
     long_runs: list[list[float]] = []
 
     def long_run(num_samples: int) -> float:
@@ -416,14 +416,21 @@ def measure_runs(
         mcmc.thinning = 1
         return seconds
 
-    long_run_s = long_run(long)
-    for _ in range(MAX_LONG_GROWTHS):
+    for growth in range(MAX_LONG_GROWTHS + 1):
+        pair = [long_run(long), long_run(long)]
+        long_run_s = min(pair)
         stepping = long_run_s - min(short)
+        spread = max(abs(short[0] - short[1]), abs(pair[0] - pair[1]))
+        min_long_s = max(spec["min_long_s"], 4.0 * spread)
         if stepping >= min_long_s:
             break
+        if growth == MAX_LONG_GROWTHS:
+            raise RuntimeError(
+                f"the step's time is not resolved: {long} steps took {stepping:.3g} s beyond "
+                f"a short run, under {min_long_s:.3g} s (the runs' spread: {spread:.3g} s); "
+                "raise --min-long-seconds or rerun on an idle machine"
+            )
         long = math.ceil(long * min(10.0, 2.0 * min_long_s / max(stepping, 0.2 * min_long_s)))
-        long_run_s = long_run(long)
-    long_run_s = min(long_run_s, long_run(long))
     per_step_s = (long_run_s - min(short)) / (long - SHORT_DRAWS)
     return {
         "first_run_s": first_run_s,
@@ -753,8 +760,9 @@ def markdown_report(rows: list[Row], checks: list[dict[str, Any]], settings: dic
         "--worker` process (JAX's persistent compilation cache off). **first run** is kernel "
         "construction + `MCMC(..., progress_bar=False)` + `mcmc.run` until the samples are "
         "ready; later runs start from `post_warmup_state = last_state` with `num_samples` = "
-        f"S, {SHORT_DRAWS}, {SHORT_DRAWS}, L >= {LATER_FACTOR} S (grown until its steps take "
-        f"{settings['min_long_seconds']:g} s and 4x the spread of the two t_10; numpyro "
+        f"S, {SHORT_DRAWS}, {SHORT_DRAWS}, L >= {LATER_FACTOR} S (each timed twice, the faster "
+        f"kept, grown until its steps take {settings['min_long_seconds']:g} s and 4x the spread "
+        "of the two t_10 and of the two t_L; numpyro "
         "re-traces and compiles its loop on every such run); "
         "**ms/step** = (t_L - min t_10) / (L - 10); "
         "**later run fixed** = min t_10 - 10 x per step; **compile** = first run - (W + S) x "
@@ -779,7 +787,7 @@ _HELP = {
     "e2e_num_samples": "draws of the end-to-end run",
     "min_long_seconds": (
         "seconds of stepping the long later run is grown to (and to 4x the spread of two "
-        "short runs)"
+        "short or two long runs)"
     ),
     "gallery_steps": "warmup steps and draws of the gallery case's first runs",
 }
