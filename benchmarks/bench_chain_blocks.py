@@ -159,7 +159,9 @@ def report(rows: Sequence[Row], settings: dict[str, Any]) -> str:
         f"{settings['config']}; {settings['num_chains']} chains one after the other; "
         f"{settings['num_warmup']} + {settings['num_samples']} steps per chain "
         f"({settings['gibbs_num_warmup']} + {settings['gibbs_num_samples']} for "
-        f"DiscreteHMCGibbs); seed {settings['seed']}; {os.cpu_count()} CPU(s), "
+        f"DiscreteHMCGibbs); data seed {settings['seed']}, chain seed "
+        f"{settings['seed'] if settings['chain_seed'] is None else settings['chain_seed']}; "
+        f"{os.cpu_count()} CPU(s), "
         f"jax {jax.__version__}.",
         "",
         "| sampler | end to end s | later run s | fixed s of a later run | step ms "
@@ -194,6 +196,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser = benchmark_parser("Chain blocks on the FHMM.", FULL, QUICK, None, out_dirs)
     parser.add_argument("--config", choices=["C1", "C2", "C3"], default="C3")
     parser.add_argument("--methods", nargs="+", default=list(DEFAULT_METHODS))
+    parser.add_argument(
+        "--chain-seed",
+        type=int,
+        default=None,
+        help="the seed of the chains' keys and initial values (default: --seed, which "
+        "sets the data)",
+    )
     args = parse_benchmark_args(parser, argv, FULL, QUICK, out_dirs)
     settings = {k: v for k, v in vars(args).items() if k != "out_dir"}
     data = fhmm_data(args.L, args.K, args.config, seed=args.seed)
@@ -201,7 +210,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     rows = []
     for name in args.methods:
         # one seed for every method: the same data, initial values and chain keys
-        rows.append(run(name, model_args, args, args.seed))
+        chain_seed = args.seed if args.chain_seed is None else args.chain_seed
+        rows.append(run(name, model_args, args, chain_seed))
         print(f"[L={args.L}, K={args.K}] {name}: done", flush=True)
     for anchor in ANCHORS:
         base = next((r.ess_signal_per_s for r in rows if r.method == anchor), None)

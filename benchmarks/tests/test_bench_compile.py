@@ -91,3 +91,49 @@ def test_bench_compile_gallery_checks(monkeypatch):
     assert ratio["value"] == 0.6 and not ratio["met"]
     assert checks[f"{bench.LBP_GIBBS_DEFAULT} gallery-hmm: first run s"]["met"]
     assert [c["met"] for c in checks.values()] == [True, True, False, False, True]
+
+
+class _ScriptedMCMC:
+    """What `measure_runs` touches of an ``MCMC``: the state and the run lengths."""
+
+    post_warmup_state = last_state = None
+    num_samples = 0
+    thinning = 1
+
+
+def _scripted_runs(monkeypatch, bench, later_seconds):
+    """`measure_runs` with the first run and every later run's seconds scripted: a
+    later run of ``n`` draws takes ``later_seconds(n, call)``."""
+    calls = []
+
+    def timed_run(mcmc, *args):
+        calls.append(mcmc.num_samples)
+        return later_seconds(mcmc.num_samples, len(calls))
+
+    monkeypatch.setattr(bench, "first_run", lambda *args: (_ScriptedMCMC(), 5.0))
+    monkeypatch.setattr(bench, "timed_run", timed_run)
+    monkeypatch.setattr(bench, "later_key", lambda state: None)
+    spec = {"num_warmup": 100, "num_samples": 100, "later_num_samples": 500,
+            "min_long_s": 0.5, "num_coords": 10}  # fmt: skip
+    return bench.measure_runs(spec, None, ()), calls
+
+
+def test_long_runs_grow_past_the_fixed_cost_noise(monkeypatch):
+    """A step of 0.1 ms under a fixed cost that varies by 0.3 s from run to run: the long
+    run grows until its steps stand out of that noise (once, the faster of two long runs
+    fell below the faster short run: a negative step)."""
+    bench = _bench(monkeypatch)
+    result, calls = _scripted_runs(
+        monkeypatch, bench, lambda n, call: 4.0 + (0.3 if call % 2 else 0.0) + 1e-4 * n
+    )
+    assert result["per_step_s"] > 0
+    long = result["later_num_samples"]
+    assert long > 500 and calls[-2:] == [long, long]
+    assert abs(result["per_step_s"] - 1e-4) < 0.1 * 1e-4
+
+
+def test_unresolved_step_is_an_error(monkeypatch):
+    """Steps that never stand out of the noise raise, rather than report a number."""
+    bench = _bench(monkeypatch)
+    with pytest.raises(RuntimeError, match="not resolved"):
+        _scripted_runs(monkeypatch, bench, lambda n, call: 4.0 + (0.3 if call % 2 else 0.0))
