@@ -124,6 +124,7 @@ from benchmarks.measurement import (
     fmt,
     fresh_compilation_cache,
     hamming_ess,
+    markdown_table,
     parse_benchmark_args,
     probe_seconds,
     release_compiled_programs,
@@ -422,6 +423,48 @@ def ejd_ratios(rows: list[Row]) -> list[dict[str, Any]]:
 # --- reporting ----------------------------------------------------------------------------
 
 
+COLUMNS = (
+    ("target", lambda r: r.target),
+    ("sampler", lambda r: r.sampler),
+    ("draws", lambda r: str(r.num_chains * r.num_samples)),
+    ("acc", lambda r: fmt(r.acceptance)),
+    ("R", lambda r: fmt(r.final_R, 4)),
+    ("EJD", lambda r: fmt(r.ejd, 4)),
+    ("ESS mean", lambda r: fmt(r.ess_mean, 4)),
+    ("ESS min", lambda r: fmt(r.ess_min, 4)),
+    ("ESS Ham.", lambda r: fmt(r.ess_hamming, 4)),
+    ("compile s", lambda r: fmt(r.compile_s)),
+    ("run overhead s", lambda r: fmt(r.run_overhead_s)),
+    ("sampling s", lambda r: fmt(r.sampling_s)),
+    ("minESS/s", lambda r: fmt(r.ess_min_per_s)),
+    ("HamESS/s", lambda r: fmt(r.ess_hamming_per_s)),
+    ("x Gibbs (min)", lambda r: fmt(r.ess_min_per_s_vs_gibbs)),
+    ("x Gibbs (Ham.)", lambda r: fmt(r.ess_hamming_per_s_vs_gibbs)),
+)
+
+
+def _relative(item: dict[str, Any]) -> str:
+    relative = item["relative_difference"]
+    return "n/a" if relative is None else f"{relative:+.1%}"
+
+
+def _within(item: dict[str, Any]) -> str:
+    within = item["within_15pct"]
+    return "n/a" if within is None else ("yes" if within else "no")
+
+
+EJD_COLUMNS = (
+    ("target", lambda i: i["target"]),
+    ("balancing", lambda i: i["balancing"]),
+    ("EJD ALBP", lambda i: fmt(i["ejd_albp"], 4)),
+    ("EJD LBP-1", lambda i: fmt(i["ejd_lbp1"], 4)),
+    ("ratio", lambda i: fmt(i["ratio"], 4)),
+    ("paper", lambda i: fmt(i["paper"], 4)),
+    ("difference", _relative),
+    ("within", _within),
+)
+
+
 def markdown_report(rows: list[Row], ratios: list[dict[str, Any]], settings: dict) -> str:
     """The two markdown tables, with a header line on the settings."""
     lines = [
@@ -434,53 +477,15 @@ def markdown_report(rows: list[Row], ratios: list[dict[str, Any]], settings: dic
         f"{settings['cpu_count']} CPU(s), jax {jax.__version__}, "
         f"numpyro {numpyro.__version__}.",
         "",
-        "| target | sampler | draws | acc | R | EJD | ESS mean | ESS min | ESS Ham. "
-        "| compile s | run overhead s | sampling s | minESS/s | HamESS/s | x Gibbs (min) "
-        "| x Gibbs (Ham.) |",
-        "|" + "---|" * 16,
     ]
-    for row in rows:
-        cells = [
-            row.target,
-            row.sampler,
-            str(row.num_chains * row.num_samples),
-            fmt(row.acceptance),
-            fmt(row.final_R, 4),
-            fmt(row.ejd, 4),
-            fmt(row.ess_mean, 4),
-            fmt(row.ess_min, 4),
-            fmt(row.ess_hamming, 4),
-            fmt(row.compile_s),
-            fmt(row.run_overhead_s),
-            fmt(row.sampling_s),
-            fmt(row.ess_min_per_s),
-            fmt(row.ess_hamming_per_s),
-            fmt(row.ess_min_per_s_vs_gibbs),
-            fmt(row.ess_hamming_per_s_vs_gibbs),
-        ]
-        lines.append("| " + " | ".join(cells) + " |")
+    lines += markdown_table(COLUMNS, rows)
     lines += [
         "",
         "EJD ratio ALBP / LBP-1 (same balancing) against Sun, Dai and Schuurmans (2022), "
         f"Tables 5 and 8; within {EJD_TOLERANCE:.0%}?",
         "",
-        "| target | balancing | EJD ALBP | EJD LBP-1 | ratio | paper | difference | within |",
-        "|" + "---|" * 8,
     ]
-    for item in ratios:
-        relative = item["relative_difference"]
-        within = item["within_15pct"]
-        cells = [
-            item["target"],
-            item["balancing"],
-            fmt(item["ejd_albp"], 4),
-            fmt(item["ejd_lbp1"], 4),
-            fmt(item["ratio"], 4),
-            fmt(item["paper"], 4),
-            "n/a" if relative is None else f"{relative:+.1%}",
-            "n/a" if within is None else ("yes" if within else "no"),
-        ]
-        lines.append("| " + " | ".join(cells) + " |")
+    lines += markdown_table(EJD_COLUMNS, ratios)
     return "\n".join(lines) + "\n"
 
 

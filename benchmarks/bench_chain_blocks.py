@@ -59,6 +59,7 @@ from benchmarks.measurement import (
     benchmark_parser,
     environment,
     fmt,
+    markdown_table,
     parse_benchmark_args,
     write_results,
 )
@@ -152,6 +153,24 @@ def run(method_name: str, model_args: tuple, args: argparse.Namespace, seed: int
     )
 
 
+COLUMNS = (
+    ("sampler", lambda r: r.method),
+    ("end to end s", lambda r: fmt(r.end_to_end_s)),
+    ("later run s", lambda r: fmt(r.later_run_s)),
+    ("fixed s of a later run", lambda r: fmt(r.later_run_fixed_s)),
+    ("step ms", lambda r: fmt(r.step_ms)),
+    ("sampling s", lambda r: fmt(r.sampling_s)),
+    ("ESS signal (min)", lambda r: fmt(r.ess_signal_min, 4)),
+    ("ESS signal (median)", lambda r: fmt(r.ess_signal_median, 4)),
+    ("ESS sigma", lambda r: fmt(r.ess_sigma, 4)),
+    ("R-hat signal (max)", lambda r: fmt(r.rhat_signal_max)),
+    ("ESS sorted abs(w)", lambda r: fmt(r.ess_sorted_abs_w_min, 4)),
+    ("ESS signal/s", lambda r: fmt(r.ess_signal_per_s)),
+    ("vs FFBS-Gibbs", lambda r: fmt(r.signal_per_s_vs.get("FFBS-Gibbs"))),
+    ("vs DiscreteHMCGibbs", lambda r: fmt(r.signal_per_s_vs.get("DiscreteHMCGibbs"))),
+)
+
+
 def report(rows: Sequence[Row], settings: dict[str, Any]) -> str:
     lines = [
         f"## bench_chain_blocks, FHMM L = {settings['L']}, K = {settings['K']}",
@@ -164,30 +183,8 @@ def report(rows: Sequence[Row], settings: dict[str, Any]) -> str:
         f"{os.cpu_count()} CPU(s), "
         f"jax {jax.__version__}.",
         "",
-        "| sampler | end to end s | later run s | fixed s of a later run | step ms "
-        "| sampling s | ESS signal (min) | ESS signal (median) | ESS sigma "
-        "| R-hat signal (max) | ESS sorted abs(w) "
-        "| ESS signal/s | vs FFBS-Gibbs | vs DiscreteHMCGibbs |",
-        "|" + "---|" * 14,
     ]
-    for row in rows:
-        cells = [
-            row.method,
-            fmt(row.end_to_end_s),
-            fmt(row.later_run_s),
-            fmt(row.later_run_fixed_s),
-            fmt(row.step_ms),
-            fmt(row.sampling_s),
-            fmt(row.ess_signal_min, 4),
-            fmt(row.ess_signal_median, 4),
-            fmt(row.ess_sigma, 4),
-            fmt(row.rhat_signal_max),
-            fmt(row.ess_sorted_abs_w_min, 4),
-            fmt(row.ess_signal_per_s),
-            fmt(row.signal_per_s_vs.get("FFBS-Gibbs")),
-            fmt(row.signal_per_s_vs.get("DiscreteHMCGibbs")),
-        ]
-        lines.append("| " + " | ".join(cells) + " |")
+    lines += markdown_table(COLUMNS, rows)
     return "\n".join(lines) + "\n"
 
 

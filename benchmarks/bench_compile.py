@@ -137,6 +137,7 @@ from benchmarks.measurement import (
     environment,
     fmt,
     json_ready,
+    markdown_table,
     parse_benchmark_args,
     timed_run,
     write_results,
@@ -738,12 +739,9 @@ def markdown_report(rows: list[Row], checks: list[dict[str, Any]], settings: dic
         f"{settings['cpu_count']} CPU(s), jax {jax.__version__}, numpyro {numpyro.__version__}"
         + (" (--quick: small sizes, the targets mean nothing)." if settings["quick"] else "."),
         "",
-        "| " + " | ".join(name for name, _ in TABLE_COLUMNS) + " |",
-        "|" + "---|" * len(TABLE_COLUMNS),
+        *markdown_table(TABLE_COLUMNS, rows),
+        "",
     ]
-    for row in rows:
-        lines.append("| " + " | ".join(cell(row) for _, cell in TABLE_COLUMNS) + " |")
-    lines.append("")
     if checks:
         lines += ["Targets of the issue:", ""]
         lines += [f"- {line}" for line in check_lines(checks)]

@@ -131,6 +131,7 @@ from benchmarks.measurement import (
     fmt,
     fresh_compilation_cache,
     hamming_ess,
+    markdown_table,
     parse_benchmark_args,
     probe_seconds,
     release_compiled_programs,
@@ -500,6 +501,39 @@ def within_chain_ess(w: np.ndarray) -> float:
     return float(np.nanmin(np.nansum(per_chain, axis=0)))
 
 
+def _kept(row: Row) -> bool:
+    return row.status in ("ok", "stopped at budget")
+
+
+COLUMNS = (
+    ("sampler", lambda r: r.method),
+    ("status", lambda r: r.status if r.status == "ok" else f"{r.status} ({r.note})"),
+    ("steps", lambda r: str(r.num_samples) if _kept(r) else "-"),
+    ("thinning", lambda r: str(r.thinning) if _kept(r) else "-"),
+    ("s/step", lambda r: fmt(r.step_s, 3)),
+    ("compile s", lambda r: fmt(r.compile_s)),
+    ("run overhead s", lambda r: fmt(r.run_overhead_s)),
+    ("sampling s", lambda r: fmt(r.sampling_s)),
+    ("ESS w (min)", lambda r: fmt(r.ess_w_min, 4)),
+    ("ESS w within chains", lambda r: fmt(r.ess_w_within_chains, 4)),
+    ("ESS sorted abs(w)", lambda r: fmt(r.ess_w_sorted_abs, 4)),
+    ("ESS X (min)", lambda r: fmt(r.ess_x_min, 4)),
+    ("ESS X Ham.", lambda r: fmt(r.ess_x_hamming, 4)),
+    ("ESS w/s", lambda r: fmt(r.ess_w_per_s)),
+    ("ESS X min/s", lambda r: fmt(r.ess_x_min_per_s)),
+    ("ESS X Ham./s", lambda r: fmt(r.ess_x_hamming_per_s)),
+    ("w/s vs best Gibbs-type", lambda r: fmt(r.w_per_s_vs_best_gibbs)),
+    ("sorted abs(w)/s vs best Gibbs-type", lambda r: fmt(r.w_sorted_abs_per_s_vs_best_gibbs)),
+    ("X accept", lambda r: fmt(r.discrete_accept_prob)),
+    ("X mean R", lambda r: fmt(r.mean_path_length)),
+    ("ESS signal (min)", lambda r: fmt(r.ess_signal_min, 4)),
+    ("ESS signal/s", lambda r: fmt(r.ess_signal_per_s)),
+    ("signal/s vs DiscreteHMCGibbs", lambda r: fmt(r.signal_per_s_vs_discrete_hmc_gibbs)),
+    ("signal/s vs FFBS-Gibbs", lambda r: fmt(r.signal_per_s_vs_ffbs_gibbs)),
+    ("R-hat signal (max)", lambda r: fmt(r.rhat_signal_max)),
+)
+
+
 def markdown_report(rows: Sequence[Row], settings: dict[str, Any]) -> str:
     lines = [
         f"## bench_fhmm, L = {settings['L']}, K = {settings['K']}",
@@ -518,44 +552,8 @@ def markdown_report(rows: Sequence[Row], settings: dict[str, Any]) -> str:
         f"{settings['cpu_count']} CPU(s), jax {jax.__version__}, numpyro "
         f"{numpyro.__version__}.",
         "",
-        "| sampler | status | steps | thinning | s/step | compile s | run overhead s "
-        "| sampling s | ESS w (min) | ESS w within chains | ESS sorted abs(w) "
-        "| ESS X (min) | ESS X Ham. | ESS w/s | ESS X min/s | ESS X Ham./s "
-        "| w/s vs best Gibbs-type | sorted abs(w)/s vs best Gibbs-type | X accept "
-        "| X mean R | ESS signal (min) | ESS signal/s | signal/s vs DiscreteHMCGibbs "
-        "| signal/s vs FFBS-Gibbs | R-hat signal (max) |",
-        "|" + "---|" * 25,
     ]
-    for row in rows:
-        ok = row.status in ("ok", "stopped at budget")
-        cells = [
-            row.method,
-            row.status if row.status == "ok" else f"{row.status} ({row.note})",
-            str(row.num_samples) if ok else "-",
-            str(row.thinning) if ok else "-",
-            fmt(row.step_s, 3),
-            fmt(row.compile_s),
-            fmt(row.run_overhead_s),
-            fmt(row.sampling_s),
-            fmt(row.ess_w_min, 4),
-            fmt(row.ess_w_within_chains, 4),
-            fmt(row.ess_w_sorted_abs, 4),
-            fmt(row.ess_x_min, 4),
-            fmt(row.ess_x_hamming, 4),
-            fmt(row.ess_w_per_s),
-            fmt(row.ess_x_min_per_s),
-            fmt(row.ess_x_hamming_per_s),
-            fmt(row.w_per_s_vs_best_gibbs),
-            fmt(row.w_sorted_abs_per_s_vs_best_gibbs),
-            fmt(row.discrete_accept_prob),
-            fmt(row.mean_path_length),
-            fmt(row.ess_signal_min, 4),
-            fmt(row.ess_signal_per_s),
-            fmt(row.signal_per_s_vs_discrete_hmc_gibbs),
-            fmt(row.signal_per_s_vs_ffbs_gibbs),
-            fmt(row.rhat_signal_max),
-        ]
-        lines.append("| " + " | ".join(cells) + " |")
+    lines += markdown_table(COLUMNS, rows)
     return "\n".join(lines) + "\n"
 
 

@@ -80,6 +80,7 @@ from benchmarks.measurement import (
     benchmark_parser,
     environment,
     fmt,
+    markdown_table,
     parse_benchmark_args,
     peak_rss_mb,
     release_compiled_programs,
@@ -278,11 +279,13 @@ COLUMNS = [
 
 
 def _table(rows: list[dict[str, Any]]) -> list[str]:
-    lines = ["| " + " | ".join(c[0] for c in COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    for row in rows:
-        cells = [str(row[k]) if d is None else fmt(row[k], d) for _, k, d in COLUMNS]
-        lines.append("| " + " | ".join(cells) + " |")
-    return lines
+    return markdown_table(
+        [
+            (title, lambda row, k=key, d=digits: str(row[k]) if d is None else fmt(row[k], d))
+            for title, key, digits in COLUMNS
+        ],
+        rows,
+    )
 
 
 def _checks(rows: list[dict[str, Any]]) -> list[str]:

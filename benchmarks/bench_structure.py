@@ -127,6 +127,7 @@ from benchmarks.measurement import (
     expected_jump_distance,
     fmt,
     hamming_ess,
+    markdown_table,
     parse_benchmark_args,
     peak_rss_mb,
     release_compiled_programs,
@@ -575,6 +576,27 @@ def _issue_checks(
     return checks
 
 
+COLUMNS = (
+    ("target", lambda r: r.target),
+    ("sampler", lambda r: r.sampler),
+    ("weights", lambda r: r.weights or "n/a"),
+    ("colours", lambda r: "n/a" if r.num_colours is None else str(r.num_colours)),
+    ("draws", lambda r: str(r.num_draws)),
+    ("acc", lambda r: fmt(r.acceptance)),
+    ("R", lambda r: fmt(r.final_R, 4)),
+    ("ESS mean", lambda r: fmt(r.ess_mean, 4)),
+    ("ESS min", lambda r: fmt(r.ess_min, 4)),
+    ("ESS/step", lambda r: fmt(r.ess_min_per_step)),
+    ("ms/step", lambda r: fmt(r.ms_per_step)),
+    ("compile s", lambda r: fmt(r.first_run_fixed_s)),
+    ("later run s", lambda r: fmt(r.later_run_fixed_s)),
+    ("first run s", lambda r: fmt(r.first_run_s)),
+    ("minESS/s", lambda r: fmt(r.ess_min_per_s)),
+    ("x Gibbs", lambda r: fmt(r.ess_min_per_s_vs_gibbs)),
+    ("x checkerboard", lambda r: fmt(r.ess_min_per_s_vs_checkerboard)),
+)
+
+
 def markdown_report(
     rows: list[Row],
     structures: list[dict[str, Any]],
@@ -594,33 +616,7 @@ def markdown_report(
         "",
     ]
     if rows:
-        lines += [
-            "| target | sampler | weights | colours | draws | acc | R | ESS mean | ESS min "
-            "| ESS/step | ms/step | compile s | later run s | first run s | minESS/s "
-            "| x Gibbs | x checkerboard |",
-            "|" + "---|" * 17,
-        ]
-        for row in rows:
-            cells = [
-                row.target,
-                row.sampler,
-                row.weights or "n/a",
-                "n/a" if row.num_colours is None else str(row.num_colours),
-                str(row.num_draws),
-                fmt(row.acceptance),
-                fmt(row.final_R, 4),
-                fmt(row.ess_mean, 4),
-                fmt(row.ess_min, 4),
-                fmt(row.ess_min_per_step),
-                fmt(row.ms_per_step),
-                fmt(row.first_run_fixed_s),
-                fmt(row.later_run_fixed_s),
-                fmt(row.first_run_s),
-                fmt(row.ess_min_per_s),
-                fmt(row.ess_min_per_s_vs_gibbs),
-                fmt(row.ess_min_per_s_vs_checkerboard),
-            ]
-            lines.append("| " + " | ".join(cells) + " |")
+        lines += markdown_table(COLUMNS, rows)
         lines.append("")
     if structures:
         lines += [

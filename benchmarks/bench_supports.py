@@ -57,6 +57,7 @@ from numpyro.infer import DiscreteGibbs
 from numpyro_discrete import ALBP, LBP
 
 from benchmarks.bench_binary import (
+    COLUMNS,
     DEFAULT_OUT_DIR,
     GIBBS,
     Row,
@@ -69,6 +70,7 @@ from benchmarks.measurement import (
     environment,
     fmt,
     fresh_compilation_cache,
+    markdown_table,
     parse_benchmark_args,
     release_compiled_programs,
     write_results,
@@ -160,31 +162,18 @@ def markdown_report(rows: list[Row], modes: dict[str, dict], settings: dict) -> 
         f"chunks; seed {settings['seed']}; {settings['cpu_count']} CPU(s), jax "
         f"{jax.__version__}, numpyro {numpyro.__version__}.",
         "",
-        "| target | sampler | weights | draws | acc | R | EJD | ESS min | ESS Ham. | ms/step "
-        "| compile s | sampling s | minESS/s | HamESS/s | x Gibbs (min) | x Gibbs (Ham.) |",
-        "|" + "---|" * 16,
     ]
-    for row in rows:
-        steps = row.num_chains * row.num_samples
-        cells = [
-            row.target,
-            row.sampler,
-            modes.get((row.target, row.sampler), "n/a"),
-            str(steps),
-            fmt(row.acceptance),
-            fmt(row.final_R, 4),
-            fmt(row.ejd, 4),
-            fmt(row.ess_min, 4),
-            fmt(row.ess_hamming, 4),
-            fmt(1e3 * row.sampling_s / steps),
-            fmt(row.compile_s),
-            fmt(row.sampling_s),
-            fmt(row.ess_min_per_s),
-            fmt(row.ess_hamming_per_s),
-            fmt(row.ess_min_per_s_vs_gibbs),
-            fmt(row.ess_hamming_per_s_vs_gibbs),
-        ]
-        lines.append("| " + " | ".join(cells) + " |")
+    kept = [column for column in COLUMNS if column[0] not in ("ESS mean", "run overhead s")]
+    # bench_binary's columns, with the ratio mode after the sampler and ms/step before the
+    # compile time
+    columns = [
+        *kept[:2],
+        ("weights", lambda r: modes.get((r.target, r.sampler), "n/a")),
+        *kept[2:8],
+        ("ms/step", lambda r: fmt(1e3 * r.sampling_s / (r.num_chains * r.num_samples))),
+        *kept[8:],
+    ]
+    lines += markdown_table(columns, rows)
     return "\n".join(lines) + "\n"
 
 

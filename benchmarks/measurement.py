@@ -4,7 +4,7 @@ environment of a run, the command line every benchmark shares (size presets, ``-
 ``--seed``, ``--out-dir``), and number formatting for the markdown tables and strict JSON."""
 
 import argparse
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 import contextlib
 import gc
 import json
@@ -47,6 +47,7 @@ __all__ = [
     "fresh_compilation_cache",
     "hamming_ess",
     "json_ready",
+    "markdown_table",
     "peak_rss_mb",
     "write_results",
     "release_compiled_programs",
@@ -314,6 +315,18 @@ def fmt(value: float | None, digits: int = 3) -> str:
     if abs(value) >= 1000:
         return f"{value:.0f}"
     return f"{value:.{digits}g}"
+
+
+Column = tuple[str, Callable[[Any], str]]
+
+
+def markdown_table(columns: Sequence[Column], rows: Iterable[Any]) -> list[str]:
+    """The lines of a markdown table: a header of the columns' titles, then one line per
+    row of each column's cell function applied to it."""
+    lines = ["| " + " | ".join(title for title, _ in columns) + " |", "|" + "---|" * len(columns)]
+    for row in rows:
+        lines.append("| " + " | ".join(cell(row) for _, cell in columns) + " |")
+    return lines
 
 
 def json_ready(value: Any) -> Any:
