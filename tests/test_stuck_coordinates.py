@@ -109,3 +109,23 @@ def test_the_check_costs_no_dispatch():
     state = kernel.init(random.key(0), 10, None, (), {})
     jaxpr = jax.make_jaxpr(lambda s: kernel.sample(s, (), {}))(state)
     assert not jaxpr.effects
+
+
+def mostly_frozen_model():
+    """Independent coordinates: 20 fair coins (the odd ones below 40, none among the
+    check's 8 spread coordinates) and 80 whose conditional leaves the likely value with
+    probability 0.0025. The average coordinate changes 0.1 times per step (the coins'
+    rate); a near-frozen one stays put for 500 steps with probability 0.29."""
+    logits = np.full(100, 6.0)
+    logits[::2] *= -1
+    logits[1:40:2] = 0.0
+    numpyro.sample("x", dist.Bernoulli(logits=jnp.asarray(logits)))
+
+
+def test_an_exact_sweep_is_not_called_stuck_where_few_coordinates_move():
+    """ChromaticGibbs draws every coordinate from its exact conditional each step (here,
+    exact independent draws): a coordinate that rarely leaves its value is not stuck. The
+    check's count from the average rate alone (50 changes "expected" in 500 steps) called
+    such coordinates stuck; a sweep's count is at most steps x leave probability (1.25)."""
+    _, stuck = run(ChromaticGibbs(mostly_frozen_model), num_samples=1100)
+    assert not stuck, stuck

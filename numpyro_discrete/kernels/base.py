@@ -56,6 +56,9 @@ class DiscreteKernel(MCMCKernel):
     # the core state the transition carries; its fields after `position` and `log_density`
     # are the kernel state's fields of the same names
     core_state_type: type[NamedTuple] = core_state.State
+    # whether a step draws every coordinate once from its exact conditional (a Gibbs sweep:
+    # the stuck-coordinate check bounds a coordinate's expected changes by its own rate)
+    _sweeps = False
 
     def __init__(
         self,
@@ -222,7 +225,7 @@ class DiscreteKernel(MCMCKernel):
             self._target = target
             self._setup(target)
             self._watch = StuckCoordinateWatch(
-                target, num_warmup, type(self).__name__, self._stuck_advice
+                target, num_warmup, type(self).__name__, self._stuck_advice, self._sweeps
             )
             # under `vmap` the check's `lax.cond` would run at every step (its predicate is
             # batched); its name is the only way to tell a batching tracer

@@ -9,13 +9,19 @@ the kernel can propose) puts on its other values, compared with the mean ``p`` o
 :data:`NUM_CHECKED` coordinates spread over the vector. A chain that changed the average
 coordinate ``c`` times would change coordinate ``j`` about ``c min(1, p_j / p)`` times; when
 that is at least :data:`MIN_EXPECTED_CHANGES` and ``j`` never changed, it is stuck, and a
-``RuntimeWarning`` names its site and index. The count is rough (the rate of changes is
-not proportional to the leave probability at one state, and that probability moves with
-the state and the continuous values), so the threshold leaves a factor 2: a Poisson count
-of mean 12.5 is 0 with probability below ``4e-6``. (Measured: a coordinate of a random model
-in the slow tier whose conditional left its value with probability 0.01 was estimated at
-11 changes in 1024 steps and changed about 7 times per 1000; the earlier threshold of 10
-called it stuck.)
+``RuntimeWarning`` names its site and index. A kernel whose step draws every coordinate
+once from its exact conditional (a sweep of :class:`~numpyro_discrete.ChromaticGibbs`)
+changes ``j`` with probability at most ``p_j`` per step, so there the count is also at most
+``steps p_j``: where a few coordinates move freely and the rest hardly at all (an RBM with
+strong weights), ``c`` is the free coordinates' rate, and ``c min(1, p_j / p)`` called
+coordinates stuck that an exact sampler would leave unchanged for hundreds of steps
+(measured on the gallery's RBM: ``p_j = 0.01`` in 500 sweeps, 60 changes "expected"). The
+count is rough (the rate of changes is not proportional to the leave probability at one
+state, and that probability moves with the state and the continuous values), so the
+threshold leaves a factor 2: a Poisson count of mean 12.5 is 0 with probability below
+``4e-6``. (Measured: a coordinate of a random model in the slow tier whose conditional left
+its value with probability 0.01 was estimated at 11 changes in 1024 steps and changed about
+7 times per 1000; the earlier threshold of 10 called it stuck.)
 
 The check runs inside the compiled sampling loop (a progress bar or not, sequential,
 parallel or vectorized chains) under a ``lax.cond`` that is false at every other step, and
@@ -86,6 +92,9 @@ class StuckCoordinateWatch:
     :param num_warmup: the run's warmup length.
     :param kernel_name: the name used in the warning.
     :param advice: ``site -> str``, what to try for a stuck coordinate of that site.
+    :param sweeps: whether each step draws every coordinate once from its exact conditional
+        (a Gibbs sweep): a coordinate's expected changes are then also at most the steps
+        times its leave probability.
     """
 
     def __init__(
@@ -94,8 +103,10 @@ class StuckCoordinateWatch:
         num_warmup: int,
         kernel_name: str,
         advice: Callable[[str], str],
+        sweeps: bool = False,
     ) -> None:
         self._target = target
+        self._sweeps = sweeps
         self._num_warmup = num_warmup
         self._kernel_name = kernel_name
         self._advice = advice
@@ -136,6 +147,8 @@ class StuckCoordinateWatch:
             expected = mean_changes[..., None] * jnp.minimum(
                 1.0, leave / jnp.maximum(mean_leave, 1e-12)[..., None]
             )
+            if self._sweeps:
+                expected = jnp.minimum(expected, phase_steps * leave)
             flag = jax.pure_callback(
                 self._warn,
                 jax.ShapeDtypeStruct((), jnp.int32),
