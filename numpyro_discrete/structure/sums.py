@@ -7,15 +7,22 @@ on every coordinate, so that detection (:mod:`~numpyro_discrete.structure.depend
 sees a dense model. :func:`split_sums` evaluates the term function's jaxpr with every
 value that is a sum kept as its summands (``ALGORITHMS.md``, "Structure"):
 
-- a ``reduce_sum`` of an array that depends on ``x`` keeps the reduced elements;
+- a ``reduce_sum`` of an array that depends on ``x`` keeps the reduced elements, and a
+  ``dot_general`` (``a @ b``, ``jnp.dot``, ``einsum``) with an operand that depends on ``x``
+  keeps the products it sums (while there are at most :data:`MAX_DOT_SUMMANDS` of them);
+- a ``dot_general`` of a sum and an array distributes over the sum: ``h @ W @ v``, an
+  RBM's energy as users write it, is the sum of its ``h_j W_jk v_k``, each on two
+  coordinates;
 - sums pass unchanged through additions and subtractions (of sums or of plain arrays,
   which join the sum's plain part), negation, products and quotients with a scalar that
   does not depend on ``x`` (a weight, numpyro's ``scale``), float conversions, and data
   moves that place every element once (reshape, transpose, squeeze, expansion, reversal,
-  concatenation, a broadcast that adds only axes of size 1); a sum of sums keeps all
-  summands;
+  concatenation, stacking, a broadcast that adds only axes of size 1); a sum of sums keeps
+  all summands;
 - any other use (a product of two sums, a ``logsumexp``, a comparison, an indexing)
-  computes the sum there: a truly dense factor stays dense.
+  computes the sum there, by the program's own operation (a sum carries its value as the
+  program computes it, so that a sum computed there costs what it cost before and rounds
+  as before): a truly dense factor stays dense.
 
 At the output, each value that is still a sum contributes its plain part in place and its
 summands as extra terms, so that the total (``log pi``) is unchanged. The rewrite depends
@@ -36,6 +43,10 @@ __all__ = ["split_sums"]
 _INLINED_CALLS = {"jit": "jaxpr", "pjit": "jaxpr", "closed_call": "call_jaxpr"}
 # data moves that place every element of their operand exactly once
 _PLACEMENTS = frozenset("reshape transpose squeeze expand_dims rev".split())
+#: A ``dot_general`` is split into its products only up to this many of them (a large
+#: matrix product stays one computed value: its products would cost memory at every
+#: evaluation of the terms).
+MAX_DOT_SUMMANDS = 2**20
 
 
 class _Summands(NamedTuple):
@@ -57,14 +68,18 @@ class _Summands(NamedTuple):
 
 class _Sum(NamedTuple):
     """A value ``plain + sum of the placed summands`` of shape `shape` (`plain` may be
-    ``None``: zero)."""
+    ``None``: zero), and `direct`, the same value computed by the program's own operations
+    (where an equation made it; under ``jit`` whichever of the two is unused is dropped)."""
 
     shape: tuple[int, ...]
     dtype: Any
     plain: jax.Array | None
     summands: tuple[_Summands, ...]
+    direct: jax.Array | None = None
 
     def value(self) -> jax.Array:
+        if self.direct is not None:
+            return self.direct
         total = jnp.zeros(self.shape, self.dtype) if self.plain is None else self.plain
         for part in self.summands:
             total = total + part.placed().astype(self.dtype)
@@ -129,16 +144,20 @@ class _Interpreter:
             if isinstance(inner, jex.ClosedJaxpr):
                 return self.eval_jaxpr(inner.jaxpr, inner.consts, invals, indeps)
             return self.eval_jaxpr(inner, (), invals, indeps)
+        split = None
         if any(isinstance(v, _Sum) for v in invals):
             split = self.through_sum(eqn, name, invals, indeps, params)
-            if split is not None:
-                return [split]
             invals = [v.value() if isinstance(v, _Sum) else v for v in invals]
         elif name == "reduce_sum" and indeps[0]:
             split = self.split_reduce_sum(invals[0], tuple(params["axes"]))
-            if split is not None:
-                return [split]
+        elif name == "dot_general" and any(indeps):
+            (aval,) = [var.aval for var in eqn.outvars]
+            products = _dot_products(invals, params, tuple(aval.shape), aval.dtype)
+            if products is not None:
+                split = _Sum(tuple(aval.shape), aval.dtype, None, (_Summands(products),))
         out = eqn.primitive.bind(*invals, **params)
+        if split is not None:
+            return [split._replace(direct=out)]
         return out if eqn.primitive.multiple_results else [out]
 
     def split_reduce_sum(self, operand: Any, axes: tuple[int, ...]) -> _Sum | None:
@@ -191,6 +210,10 @@ class _Interpreter:
             return _moved(invals[0], eqn.primitive, params, shape)
         if name == "concatenate":
             return _concatenated(invals, params["dimension"], shape, dtype)
+        if name == "stack":
+            return _stacked(invals, params["axis"], shape, dtype)
+        if name == "dot_general":
+            return _dot_of_sum(invals, params, shape, dtype)
         return None
 
     def add(self, invals: list, shape: tuple, dtype: Any, negate_second: bool) -> _Sum | None:
@@ -236,6 +259,90 @@ class _Interpreter:
                 return None
             summands.extend(split.summands)
         return _Sum(shape, value.dtype, None, tuple(summands))
+
+
+def _stacked(invals: list, axis: int, shape: tuple, dtype: Any) -> _Sum:
+    """``jnp.stack``: each operand given a new axis at `axis`, then concatenated along it."""
+
+    def expand(a: jax.Array) -> jax.Array:
+        return jnp.expand_dims(a, axis)
+
+    expanded = []
+    for value in invals:
+        if isinstance(value, _Sum):
+            new_shape = value.shape[:axis] + (1,) + value.shape[axis:]
+            plain = None if value.plain is None else expand(value.plain)
+            summands = tuple(p._replace(placement=p.placement + (expand,)) for p in value.summands)
+            expanded.append(_Sum(new_shape, value.dtype, plain, summands))
+        else:
+            expanded.append(expand(jnp.asarray(value)))
+    return _concatenated(expanded, axis, shape, dtype)
+
+
+def _dot_products(
+    operands: Sequence[Any], params: dict, shape: tuple, dtype: Any
+) -> jax.Array | None:
+    """The products a ``dot_general`` of two arrays sums, ``shape + (K,)`` (``K`` the size
+    of the contracted axes), or ``None`` where it is not split (one product per element, an
+    integer product, more than :data:`MAX_DOT_SUMMANDS` products)."""
+    lhs, rhs = (jnp.asarray(a) for a in operands)
+    (lhs_contract, rhs_contract), (lhs_batch, rhs_batch) = params["dimension_numbers"]
+    num_products = _size([lhs.shape[d] for d in lhs_contract])
+    if (
+        num_products < 2
+        or not jnp.issubdtype(dtype, jnp.inexact)
+        or _size(shape) * num_products > MAX_DOT_SUMMANDS
+    ):
+        return None
+    lhs_free = [d for d in range(lhs.ndim) if d not in lhs_contract and d not in lhs_batch]
+    rhs_free = [d for d in range(rhs.ndim) if d not in rhs_contract and d not in rhs_batch]
+    batch = tuple(lhs.shape[d] for d in lhs_batch)
+    # the output's axes (batch, lhs free, rhs free), the contracted ones flattened last
+    left = jnp.transpose(lhs, [*lhs_batch, *lhs_free, *lhs_contract]).reshape(
+        batch + tuple(lhs.shape[d] for d in lhs_free) + (1,) * len(rhs_free) + (num_products,)
+    )
+    right = jnp.transpose(rhs, [*rhs_batch, *rhs_free, *rhs_contract]).reshape(
+        batch + (1,) * len(lhs_free) + tuple(rhs.shape[d] for d in rhs_free) + (num_products,)
+    )
+    return left.astype(dtype) * right.astype(dtype)
+
+
+def _dot_of_sum(invals: list, params: dict, shape: tuple, dtype: Any) -> _Sum | None:
+    """A ``dot_general`` of a sum and an array: the products of each summand (and of the
+    sum's plain part) with the array, a ``dot_general`` being linear in each operand. A
+    product of two sums is computed (dense)."""
+    positions = [i for i, v in enumerate(invals) if isinstance(v, _Sum)]
+    if len(positions) != 1:
+        return None
+    position = positions[0]
+    value: _Sum = invals[position]
+
+    def products(operand: jax.Array) -> jax.Array | None:
+        pair = list(invals)
+        pair[position] = operand
+        return _dot_products(pair, params, shape, dtype)
+
+    contracted = params["dimension_numbers"][0][position]
+    num_summands = sum(p.terms.shape[-1] for p in value.summands) + (value.plain is not None)
+    num_products = _size(shape) * _size([value.shape[d] for d in contracted]) * num_summands
+    if num_products > MAX_DOT_SUMMANDS:
+        return None
+    parts = []
+    if value.plain is not None:
+        parts.append(products(value.plain))
+    for part in value.summands:
+        # each summand moved into the operand's shape (data moves are linear), then its
+        # products: shape + (m, K), flattened to shape + (m K,)
+        columns = part.terms
+        for move in part.placement:
+            columns = jax.vmap(move, in_axes=-1, out_axes=-1)(columns)
+        if products(columns[..., 0]) is None:
+            return None
+        per_summand = jax.vmap(products, in_axes=-1, out_axes=-2)(columns)
+        parts.append(per_summand.reshape(shape + (-1,)))
+    if any(p is None for p in parts):
+        return None
+    return _Sum(shape, dtype, None, tuple(_Summands(p) for p in parts))
 
 
 def _size(shape: Sequence[int]) -> int:
