@@ -18,6 +18,7 @@ import numpyro.distributions as dist
 from numpyro.infer import MCMC
 
 from numpyro_discrete.core import block_gibbs, chromatic
+from numpyro_discrete.core.local_ratios import coloured_ratios, exact_local_fn
 from numpyro_discrete.core.neighbourhood import CoordinateSupports, SupportKind
 
 # --- enumerated spaces ----------------------------------------------------------------------
@@ -445,6 +446,30 @@ def block_sweep_matrix(target, plan, states, mh_test=True):
     return matrix
 
 
+def coloured_ratios_checker(target, structure, by_stencil=True):
+    """A function asserting, at a position, that the jitted colour-batched exact ratios of
+    `structure` (invalid candidates at -inf) equal the brute-force ones (one evaluation of
+    ``log pi`` per coordinate and value); it returns the brute-force ratios."""
+    brute = jax.jit(exact_local_fn(target.log_density(), target.neighbourhood))
+    coloured = coloured_ratios(target.log_terms(), structure, None, by_stencil=by_stencil)
+
+    @jax.jit
+    def coloured_table(x):
+        candidates = target.neighbourhood.candidates(x)
+        valid = target.neighbourhood.valid(x)
+        log_p, d = coloured(x, None, candidates, valid)
+        return log_p, jnp.where(valid, d, -jnp.inf)
+
+    def check(x):
+        log_p, d = coloured_table(x)
+        log_p_brute, d_brute = brute(x)
+        np.testing.assert_allclose(log_p, log_p_brute, rtol=1e-10)
+        np.testing.assert_allclose(d, d_brute, rtol=1e-9, atol=1e-9)
+        return d_brute
+
+    return check
+
+
 def target_distribution(target, states):
     """The normalised probabilities of the target's flat `states`."""
     log_p = jax.jit(jax.vmap(target.log_density()))(jnp.asarray(states))
@@ -500,6 +525,21 @@ def assert_irreducible(matrix):
     that never moves)."""
     reach = (matrix > 0).astype(float) + np.eye(len(matrix))
     assert np.all(np.linalg.matrix_power(reach, len(matrix)) > 0)
+
+
+def assert_invariant_and_irreducible(matrix, pi, atol=1e-10, rows_atol=1e-12):
+    """`matrix` is stochastic (rows summing to 1 to `rows_atol`), leaves `pi` invariant to
+    `atol` and is irreducible."""
+    np.testing.assert_allclose(matrix.sum(1), 1.0, atol=rows_atol)
+    np.testing.assert_allclose(pi @ matrix, pi, atol=atol)
+    assert_irreducible(matrix)
+
+
+def assert_step_draws_from(matrix, kernel, target, states, seed, message=""):
+    """The compiled step's transitions, 300 from every state of `states`, fit the rows of
+    `matrix` (pooled chi-square p-value above 1e-4)."""
+    counts = sampled_transitions(kernel, target, states, 300, seed)
+    assert chi_square_rows(counts, matrix) > 1e-4, message
 
 
 def chi_square_rows(counts, matrix, min_expected=5.0):
@@ -565,6 +605,33 @@ def assert_tv(draws, states, pi, ess_fraction=0.2, against_product=True):
     assert tv < tolerance, (tv, tolerance)
 
 
+def assert_tv_on_random_binary_target(
+    kernel_fn,
+    *,
+    num_coords,
+    num_hidden,
+    target_seed,
+    seed,
+    num_chains,
+    against_product=True,
+    **run_options,
+):
+    """:func:`assert_tv` of the vectorized chains of ``kernel_fn(potential_fn)``, started at
+    zero, on :func:`random_binary_target` (`run_options`: :func:`run_vectorized`'s others)."""
+    log_pi = random_binary_target(num_coords, seed=target_seed, num_hidden=num_hidden)
+    states = all_binary_states(num_coords)
+    pi = exact_distribution(log_pi, states)
+    init = {"x": jnp.zeros((num_chains, num_coords), jnp.int32)}
+    mcmc = run_vectorized(
+        kernel_fn(lambda z: -log_pi(z["x"])),
+        num_chains=num_chains,
+        seed=seed,
+        init_params=init,
+        **run_options,
+    )
+    assert_tv(mcmc.get_samples()["x"], states, pi, against_product=against_product)
+
+
 def effective_sample_sizes(draws):
     """ESS of each coordinate of ``(chains, draws, ...)`` draws (NaN where constant)."""
     draws = np.asarray(draws, dtype=np.float64)
@@ -609,15 +676,43 @@ def beta_bernoulli_model(y):
     numpyro.sample("y", dist.Normal(z, SCALE_MIX), obs=y)
 
 
-def run_vectorized(kernel, *args, num_samples=5000, num_chains=4, seed=0, init_params=None):
-    """``MCMC`` with 1000 warmup steps and `num_chains` vectorized chains, run on `args`."""
+def run_vectorized(
+    kernel,
+    *args,
+    num_warmup=1000,
+    num_samples=5000,
+    num_chains=4,
+    seed=0,
+    init_params=None,
+    extra_fields=(),
+):
+    """``MCMC`` with `num_warmup` warmup steps and `num_chains` vectorized chains, run on
+    `args`."""
     mcmc = MCMC(
         kernel,
-        num_warmup=1000,
+        num_warmup=num_warmup,
         num_samples=num_samples,
         num_chains=num_chains,
         chain_method="vectorized",
         progress_bar=False,
     )
-    mcmc.run(random.key(seed), *args, init_params=init_params)
+    mcmc.run(random.key(seed), *args, init_params=init_params, extra_fields=extra_fields)
     return mcmc
+
+
+# --- short runs of a product of Bernoullis (the kernel and integration tests') ------------
+
+PRODUCT_PROBS = jnp.array([0.1, 0.3, 0.5, 0.7, 0.9, 0.2])
+
+
+def product_model():
+    """Independent ``x_i ~ Bernoulli(PRODUCT_PROBS[i])`` and their sum, a deterministic site."""
+    x = numpyro.sample("x", dist.Bernoulli(PRODUCT_PROBS))
+    numpyro.deterministic("total", jnp.sum(x))
+
+
+def quick_mcmc(kernel, num_warmup, num_samples, **kwargs):
+    """``MCMC`` of `kernel` without a progress bar (`kwargs`: its other options)."""
+    return MCMC(
+        kernel, num_warmup=num_warmup, num_samples=num_samples, progress_bar=False, **kwargs
+    )

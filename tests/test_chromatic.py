@@ -23,13 +23,14 @@ from numpyro_discrete.model.target import DiscreteTarget
 from numpyro_discrete.structure.stencils import find_stencil
 
 from helpers import (
+    assert_invariant_and_irreducible,
     assert_irreducible,
     assert_mean_within_mcse,
+    assert_step_draws_from,
     chi_square_rows,
     chromatic_class_matrix,
     chromatic_sweep_matrix,
     enumerate_model,
-    sampled_transitions,
     state_lookup,
     target_distribution,
 )
@@ -98,9 +99,7 @@ def test_sweep_leaves_the_target_invariant(space, colouring, x64):
         structure = structure._replace(colour=colour.astype(np.int32), num_colours=2)
     pi = target_distribution(target, states)
     matrix = chromatic_sweep_matrix(target, structure, states)
-    np.testing.assert_allclose(matrix.sum(1), 1.0, atol=1e-12)
-    np.testing.assert_allclose(pi @ matrix, pi, atol=1e-10)
-    assert_irreducible(matrix)
+    assert_invariant_and_irreducible(matrix, pi)
     if colouring == "detected":
         # a valid colouring: each class move is its exact conditional, always accepted
         for c in range(structure.num_colours):
@@ -257,9 +256,7 @@ def test_coordinate_tests_of_a_valid_colouring(x64):
     structure = target.structure
     pi = target_distribution(target, states)
     matrix = chromatic_sweep_matrix(target, structure, states, coordinate_test=True)
-    np.testing.assert_allclose(matrix.sum(1), 1.0, atol=1e-12)
-    np.testing.assert_allclose(pi @ matrix, pi, atol=1e-10)
-    assert_irreducible(matrix)
+    assert_invariant_and_irreducible(matrix, pi)
     sweep = chromatic.build_kernel(target.neighbourhood, structure, coordinate_test=True)
     assert chi_square_rows(sampled_counts(sweep, target, states, 4), matrix) > 1e-3
 
@@ -359,8 +356,7 @@ def test_small_ordinal_supports_are_drawn_whole(x64):
     np.testing.assert_allclose(matrix, tested, atol=1e-10)
     np.testing.assert_allclose(pi @ matrix, pi, atol=1e-10)
     assert_irreducible(matrix)
-    counts = sampled_transitions(kernel, target, states, 300, 1)
-    assert chi_square_rows(counts, matrix) > 1e-4
+    assert_step_draws_from(matrix, kernel, target, states, 1)
     windowed = ChromaticGibbs(model, ordinal_window=1)
     jax.jit(lambda key: windowed.init(key, 0, None, (), {}))(random.key(0))
     assert windowed.mh_test

@@ -12,31 +12,19 @@ between chain methods; "sequential" and "parallel" run the same per-chain progra
 same keys, "vectorized" runs it under ``vmap``, which XLA compiles to different (batched)
 arithmetic."""
 
+import functools
 import pickle
 
 import numpy as np
 import pytest
 
 from jax import random
-import jax.numpy as jnp
-
-import numpyro
-import numpyro.distributions as dist
-from numpyro.infer import MCMC
 
 from numpyro_discrete import ACS, ALBP, DMALA, LBP, ACSState, ALBPState, DMALAState, LBPState
 
-PROBS = jnp.array([0.1, 0.3, 0.5, 0.7, 0.9, 0.2])
+from helpers import product_model, quick_mcmc
 
-
-def product_model():
-    x = numpyro.sample("x", dist.Bernoulli(PROBS))
-    numpyro.deterministic("total", jnp.sum(x))
-
-
-def _mcmc(kernel, **kwargs):
-    kwargs = {"num_warmup": 30, "num_samples": 60, "progress_bar": False, **kwargs}
-    return MCMC(kernel, **kwargs)
+_mcmc = functools.partial(quick_mcmc, num_warmup=30, num_samples=60)
 
 
 def _run(kernel, key, **kwargs):

@@ -3,6 +3,7 @@ blocks of numpyro's Gibbs (the refresh of cached potentials and local ratios und
 conditioning), and LBPGibbs (its state's fields, summaries, resuming, pickling, repeated
 discrete moves). Resuming and pickling of the discrete kernels: test_kernels.py."""
 
+import functools
 import pickle
 
 import numpy as np
@@ -20,19 +21,16 @@ from numpyro.infer.gibbs import conditioned, discrete_latent_sites, with_conditi
 from numpyro_discrete import ALBP, LBP, LBPGibbs, LBPGibbsState
 from numpyro_discrete.gallery.fhmm import fhmm_data, fhmm_model
 
-from helpers import SCALE_MIX, Y_MIX, beta_bernoulli_model
+from helpers import (
+    PRODUCT_PROBS,
+    SCALE_MIX,
+    Y_MIX,
+    beta_bernoulli_model,
+    product_model,
+    quick_mcmc,
+)
 
-PROBS = jnp.array([0.1, 0.3, 0.5, 0.7, 0.9, 0.2])
-
-
-def product_model():
-    x = numpyro.sample("x", dist.Bernoulli(PROBS))
-    numpyro.deterministic("total", jnp.sum(x))
-
-
-def _mcmc(kernel, **kwargs):
-    kwargs = {"num_warmup": 200, "num_samples": 1000, "progress_bar": False, **kwargs}
-    return MCMC(kernel, **kwargs)
+_mcmc = functools.partial(quick_mcmc, num_warmup=200, num_samples=1000)
 
 
 @pytest.mark.parametrize("chain_method", ["sequential", "parallel", "vectorized"])
@@ -44,7 +42,7 @@ def test_chain_methods(chain_method):
     assert samples["x"].dtype == jnp.int32
     # the two chains are different chains
     assert not np.array_equal(samples["x"][0], samples["x"][1])
-    np.testing.assert_allclose(samples["x"].mean((0, 1)), PROBS, atol=0.06)
+    np.testing.assert_allclose(samples["x"].mean((0, 1)), PRODUCT_PROBS, atol=0.06)
     np.testing.assert_array_equal(samples["total"], samples["x"].sum(-1))
     extra = mcmc.get_extra_fields(group_by_chain=True)
     assert extra["path_length"].shape == (2, 1000)
@@ -81,7 +79,7 @@ def test_x64():
         assert mcmc.last_state.potential_energy.dtype == jnp.float64
         x = mcmc.get_samples()["x"]
         assert jnp.issubdtype(x.dtype, jnp.integer)
-        np.testing.assert_allclose(x.mean(0), PROBS, atol=0.1)
+        np.testing.assert_allclose(x.mean(0), PRODUCT_PROBS, atol=0.1)
 
 
 def test_potential_fn_mode_with_chain_axis():
@@ -190,9 +188,7 @@ def test_cached_block_states_match_the_current_conditioning():
 # --- LBPGibbs ---------------------------------------------------------------------------------
 
 
-def _gibbs_mcmc(kernel, **kwargs):
-    kwargs = {"num_warmup": 100, "num_samples": 200, "progress_bar": False, **kwargs}
-    return MCMC(kernel, **kwargs)
+_gibbs_mcmc = functools.partial(quick_mcmc, num_warmup=100, num_samples=200)
 
 
 EXTRA = ("accept_prob", "path_length", "num_changed", "hmc_state.accept_prob",

@@ -40,15 +40,15 @@ from numpyro_discrete.structure.chain_blocks import find_chain_blocks
 from numpyro_discrete.structure.stencils import find_stencil
 
 from helpers import (
+    assert_invariant_and_irreducible,
     assert_irreducible,
+    assert_step_draws_from,
     block_sweep_matrix,
-    chi_square_rows,
     chromatic_sweep_matrix,
     coordinatewise_transition_matrices,
     enumerate_model,
     mcse_of_mean,
     path_transition_matrix,
-    sampled_transitions,
     state_lookup,
     target_distribution,
 )
@@ -240,11 +240,8 @@ def test_chromatic_sweep_is_exact_on_random_models(spec, x64):
         # the kernel takes every draw: that is the MH sweep (which then accepts everything)
         gibbs = chromatic_sweep_matrix(target, target.structure, states, mh_test=False)
         np.testing.assert_allclose(gibbs, matrix, atol=1e-10)
-    np.testing.assert_allclose(matrix.sum(1), 1.0, atol=1e-10)
-    np.testing.assert_allclose(pi @ matrix, pi, atol=1e-10)
-    assert_irreducible(matrix)
-    counts = sampled_transitions(kernel, target, states, 300, spec.seed)
-    assert chi_square_rows(counts, matrix) > 1e-4, spec.describe()
+    assert_invariant_and_irreducible(matrix, pi, rows_atol=1e-10)
+    assert_step_draws_from(matrix, kernel, target, states, spec.seed, spec.describe())
 
 
 @settings(max_examples=3, **SETTINGS)
@@ -308,11 +305,8 @@ def test_block_sweep_is_exact_on_random_models(spec, x64):
         # the kernel takes every draw: that is the MH sweep (which then accepts everything)
         gibbs = block_sweep_matrix(target, plan, states, mh_test=False)
         np.testing.assert_allclose(gibbs, matrix, atol=1e-10)
-    np.testing.assert_allclose(matrix.sum(1), 1.0, atol=1e-10)
-    np.testing.assert_allclose(pi @ matrix, pi, atol=1e-10)
-    assert_irreducible(matrix)
-    counts = sampled_transitions(kernel, target, states, 300, spec.seed)
-    assert chi_square_rows(counts, matrix) > 1e-4, spec.describe()
+    assert_invariant_and_irreducible(matrix, pi, rows_atol=1e-10)
+    assert_step_draws_from(matrix, kernel, target, states, spec.seed, spec.describe())
 
 
 @pytest.mark.slow
@@ -336,8 +330,7 @@ def test_path_step_is_exact_on_random_models(spec, path_length, x64):
     np.testing.assert_allclose(flow, flow.T, atol=1e-10)
     if path_length == 1:
         assert_irreducible(matrix)
-    counts = sampled_transitions(kernel, target, states, 300, spec.seed)
-    assert chi_square_rows(counts, matrix) > 1e-4, spec.describe()
+    assert_step_draws_from(matrix, kernel, target, states, spec.seed, spec.describe())
 
 
 @pytest.mark.slow
@@ -365,8 +358,7 @@ def test_coordinatewise_step_is_exact_on_random_models(spec, x64):
     flow = pi[:, None] * matrix
     np.testing.assert_allclose(flow, flow.T, atol=1e-10)
     assert_irreducible(matrix)
-    counts = sampled_transitions(kernel, target, states, 300, spec.seed)
-    assert chi_square_rows(counts, matrix) > 1e-4, spec.describe()
+    assert_step_draws_from(matrix, kernel, target, states, spec.seed, spec.describe())
 
 
 # --- sampling through MCMC -----------------------------------------------------------------

@@ -3,7 +3,6 @@
 import pytest
 
 from jax import random
-import jax.numpy as jnp
 
 import numpyro
 import numpyro.distributions as dist
@@ -11,7 +10,7 @@ from numpyro.infer import MCMC
 
 from numpyro_discrete import ALBP, LBP
 
-from helpers import all_binary_states, assert_tv, exact_distribution, random_binary_target
+from helpers import assert_tv_on_random_binary_target
 
 pytestmark = pytest.mark.slow
 
@@ -28,19 +27,17 @@ pytestmark = pytest.mark.slow
 def test_total_variation_14_coordinates(kernel_fn):
     """16384 states; same tolerance rule as the fast test (99% quantile of the TV of
     independent exact draws numbering one fifth of the chain's draws)."""
-    num_coords, num_chains, num_samples = 14, 8, 40000
-    log_pi = random_binary_target(num_coords, seed=5, num_hidden=6)
-    pi = exact_distribution(log_pi, all_binary_states(num_coords))
-    mcmc = MCMC(
-        kernel_fn(lambda z: -log_pi(z["x"])),
+    assert_tv_on_random_binary_target(
+        kernel_fn,
+        num_coords=14,
+        num_hidden=6,
+        target_seed=5,
+        seed=0,
+        num_chains=8,
+        against_product=False,
         num_warmup=2000,
-        num_samples=num_samples,
-        num_chains=num_chains,
-        chain_method="vectorized",
-        progress_bar=False,
+        num_samples=40000,
     )
-    mcmc.run(random.key(0), init_params={"x": jnp.zeros((num_chains, num_coords), jnp.int32)})
-    assert_tv(mcmc.get_samples()["x"], all_binary_states(num_coords), pi, against_product=False)
 
 
 @pytest.mark.parametrize("seed", range(6))

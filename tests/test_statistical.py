@@ -20,13 +20,13 @@ from numpyro_discrete import ACS, ALBP, DMALA, LBP
 from numpyro_discrete.core import cyclical
 
 from helpers import (
-    all_binary_states,
     assert_mean_within_mcse,
     assert_tv,
+    assert_tv_on_random_binary_target,
     enumerate_model,
-    exact_distribution,
     flat_draws,
     random_binary_target,
+    run_vectorized,
 )
 
 # a statistical or every-chain-method run: the slow tier (`make test-slow`, CI runs it)
@@ -55,21 +55,16 @@ def test_total_variation_to_enumerated_target(kernel_fn):
     tolerance is tight enough to see a wrong answer, it must be smaller than the TV between
     the target and the product of its marginals.
     """
-    num_chains, num_samples = 4, 10000
-    log_pi = random_binary_target(NUM_COORDS, seed=3, num_hidden=4)
-    states = all_binary_states(NUM_COORDS)
-    pi = exact_distribution(log_pi, states)
-    mcmc = MCMC(
-        kernel_fn(lambda z: -log_pi(z["x"])),
+    assert_tv_on_random_binary_target(
+        kernel_fn,
+        num_coords=NUM_COORDS,
+        num_hidden=4,
+        target_seed=3,
+        seed=1,
+        num_chains=4,
         num_warmup=500,
-        num_samples=num_samples,
-        num_chains=num_chains,
-        chain_method="vectorized",
-        progress_bar=False,
+        num_samples=10000,
     )
-    init = {"x": jnp.zeros((num_chains, NUM_COORDS), jnp.int32)}
-    mcmc.run(random.key(1), init_params=init)
-    assert_tv(mcmc.get_samples()["x"], states, pi)
 
 
 def regression_model(y):
@@ -88,15 +83,9 @@ def test_numpyro_model_moments(kernel_cls):
     y = jnp.array(2.5)
     sites = {"z": ((3,), range(2)), "w": ((4,), range(2))}
     states, pi = enumerate_model(regression_model, (y,), sites)
-    mcmc = MCMC(
-        kernel_cls(regression_model),
-        num_warmup=500,
-        num_samples=5000,
-        num_chains=2,
-        chain_method="vectorized",
-        progress_bar=False,
+    mcmc = run_vectorized(
+        kernel_cls(regression_model), y, num_warmup=500, num_samples=5000, num_chains=2, seed=2
     )
-    mcmc.run(random.key(2), y)
     samples = mcmc.get_samples(group_by_chain=True)
     flat = np.concatenate([np.asarray(samples["z"]), np.asarray(samples["w"])], axis=-1)
     assert_mean_within_mcse(flat, pi @ states, num_se=4.0, slack=1e-3)
@@ -114,15 +103,14 @@ def test_albp_tunes_acceptance_and_freezes_scale():
     def model():
         numpyro.sample("x", dist.Bernoulli(probs))
 
-    mcmc = MCMC(
+    mcmc = run_vectorized(
         ALBP(model),
         num_warmup=2000,
         num_samples=1000,
         num_chains=4,
-        chain_method="vectorized",
-        progress_bar=False,
+        seed=3,
+        extra_fields=("accept_prob", "path_length", "num_changed"),
     )
-    mcmc.run(random.key(3), extra_fields=("accept_prob", "path_length", "num_changed"))
     extra = mcmc.get_extra_fields(group_by_chain=True)
     accept = np.asarray(extra["accept_prob"]).mean(1)
     assert abs(accept.mean() - 0.574) < 0.03, accept
@@ -160,19 +148,6 @@ def mixed_model():
 MIXED_SITES = {"c": ((3,), range(3)), "n": ((), range(5)), "b": ((2,), range(2))}
 
 
-def _run(kernel, num_warmup, num_samples, seed=0, num_chains=2, **kwargs):
-    mcmc = MCMC(
-        kernel,
-        num_warmup=num_warmup,
-        num_samples=num_samples,
-        num_chains=num_chains,
-        chain_method="vectorized",
-        progress_bar=False,
-    )
-    mcmc.run(random.key(seed), **kwargs)
-    return mcmc
-
-
 @pytest.mark.parametrize(
     "make_kernel",
     [
@@ -185,7 +160,10 @@ def test_mixed_model_matches_enumeration(make_kernel):
     posterior, and the posterior means of every site computed by enumeration."""
     kernel = make_kernel()
     cyclical = isinstance(kernel, ACS)
-    mcmc = _run(kernel, 500, 3000, extra_fields=("cycle_position",) if cyclical else ())
+    fields = ("cycle_position",) if cyclical else ()
+    mcmc = run_vectorized(
+        kernel, num_warmup=500, num_samples=3000, num_chains=2, extra_fields=fields
+    )
     samples = mcmc.get_samples()
     assert samples["c"].dtype.kind == "i" and samples["n"].dtype.kind == "i"
     states, pi = enumerate_model(mixed_model, (), MIXED_SITES)
@@ -242,7 +220,8 @@ def test_tuned_step_sizes_reach_target_acceptance():
 def test_mixed_model_long_run(weights):
     """Ten times the draws of the fast test, with a tighter tolerance (ESS 30% of the
     draws), with the default cycle of 20 and gradient or exact ratios."""
-    mcmc = _run(ACS(mixed_model, weights=weights), 2000, 20000, seed=3, num_chains=2)
+    kernel = ACS(mixed_model, weights=weights)
+    mcmc = run_vectorized(kernel, num_warmup=2000, num_samples=20000, num_chains=2, seed=3)
     states, pi = enumerate_model(mixed_model, (), MIXED_SITES)
     draws = flat_draws(mcmc.get_samples(), list(MIXED_SITES))
     assert_tv(draws, states, pi, ess_fraction=0.3, against_product=False)
@@ -258,7 +237,8 @@ def test_poisson_site_long_run():
         b = numpyro.sample("b", dist.Bernoulli(0.5))
         numpyro.factor("f", 0.3 * k * b)
 
-    mcmc = _run(ACS(model, cycle_length=8, ordinal_window=3), 2000, 20000, seed=4)
+    kernel = ACS(model, cycle_length=8, ordinal_window=3)
+    mcmc = run_vectorized(kernel, num_warmup=2000, num_samples=20000, num_chains=2, seed=4)
     states, pi = enumerate_model(model, (), {"k": ((), range(40)), "b": ((), range(2))})
     draws = flat_draws(mcmc.get_samples(), ["k", "b"])
     np.testing.assert_allclose(draws.mean(0), pi @ states, atol=0.08)

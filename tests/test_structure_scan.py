@@ -14,10 +14,11 @@ import numpyro
 from numpyro.contrib.control_flow import scan
 import numpyro.distributions as dist
 
-from numpyro_discrete.core.local_ratios import coloured_ratios, exact_local_fn
 from numpyro_discrete.model.initial_values import initial_position
 from numpyro_discrete.model.target import DiscreteTarget
 from numpyro_discrete.structure.dependencies import _Analysis, detect_dependencies
+
+from helpers import coloured_ratios_checker
 
 K = 3
 # numpy constants: float64 in the tests with 64-bit floats
@@ -126,22 +127,9 @@ def test_coloured_ratios_of_an_hmm_written_with_scan_equal_brute_force(x64):
     num_steps = 12
     target = _target(_hmm(np.linspace(-1.0, 3.0, num_steps)))
     assert target.structure.num_colours in (2, 3)
-    brute = jax.jit(exact_local_fn(target.log_density(), target.neighbourhood))
-    coloured = coloured_ratios(target.log_terms(), target.structure, None)
-
-    @jax.jit
-    def coloured_table(x):
-        candidates = target.neighbourhood.candidates(x)
-        valid = target.neighbourhood.valid(x)
-        log_p, d = coloured(x, None, candidates, valid)
-        return log_p, jnp.where(valid, d, -jnp.inf)
-
+    check_coloured_ratios = coloured_ratios_checker(target, target.structure)
     for seed in range(3):
-        x = initial_position(target, random.key(seed), None, (), {})
-        log_p, d = coloured_table(x)
-        log_p_brute, d_brute = brute(x)
-        np.testing.assert_allclose(log_p, log_p_brute, rtol=1e-10)
-        np.testing.assert_allclose(d, d_brute, rtol=1e-9, atol=1e-9)
+        check_coloured_ratios(initial_position(target, random.key(seed), None, (), {}))
 
 
 def test_a_counter_carried_through_a_scan_indexes_per_iteration():

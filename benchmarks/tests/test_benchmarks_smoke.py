@@ -34,21 +34,29 @@ def _is_finite_number(value):
     return isinstance(value, (int, float)) and math.isfinite(value)
 
 
-def _run_quick(module, out_dir):
-    """``python -m benchmarks.<module> --quick --out-dir <out_dir>`` from the repository."""
+def _import_bench(module, monkeypatch):
+    """``benchmarks.<module>``, imported with the repository on ``sys.path``."""
+    monkeypatch.syspath_prepend(str(ROOT))
+    return importlib.import_module(f"benchmarks.{module}")
+
+
+def _quick_report(module, out_dir, report=None, check_markdown=True):
+    """Run ``python -m benchmarks.<module> --quick --out-dir <out_dir>`` from the repository,
+    check that ``<report>.md`` is not empty (with `check_markdown`) and return the parsed
+    ``<report>.json`` (`report` defaults to `module`)."""
     command = [sys.executable, "-m", f"benchmarks.{module}", "--quick", "--out-dir", str(out_dir)]
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    report = report or module
+    if check_markdown:
+        assert (out_dir / f"{report}.md").stat().st_size > 0
+    return json.loads((out_dir / f"{report}.json").read_text())
 
 
 @pytest.mark.slow
 def test_bench_binary_quick(tmp_path, monkeypatch):
-    monkeypatch.syspath_prepend(str(ROOT))
-    bench = importlib.import_module("benchmarks.bench_binary")
-    _run_quick("bench_binary", tmp_path)
-
-    assert (tmp_path / "bench_binary.md").stat().st_size > 0
-    result = json.loads((tmp_path / "bench_binary.json").read_text())
+    bench = _import_bench("bench_binary", monkeypatch)
+    result = _quick_report("bench_binary", tmp_path)
     rows = {(row["target"], row["sampler"]): row for row in result["rows"]}
     targets = {row["target"] for row in result["rows"]}
     samplers = [spec.name for spec in bench.sampler_specs()]
@@ -81,8 +89,9 @@ def test_bench_binary_quick(tmp_path, monkeypatch):
 def test_bench_chain_blocks_quick(tmp_path):
     """``benchmarks/bench_chain_blocks.py --quick`` runs its four samplers and reports the
     mean signal's ESS, R-hat and ESS/s relative to both anchors."""
-    _run_quick("bench_chain_blocks", tmp_path)
-    result = json.loads((tmp_path / "bench_chain_blocks_L12_K2.json").read_text())
+    result = _quick_report(
+        "bench_chain_blocks", tmp_path, "bench_chain_blocks_L12_K2", check_markdown=False
+    )
     rows = {row["method"]: row for row in result["rows"]}
     assert set(rows) == {"LBPGibbs", "FFBS-Gibbs", "DiscreteHMCGibbs", "LBPGibbs[albp]"}
     for name, row in rows.items():
@@ -96,11 +105,8 @@ def test_bench_chain_blocks_quick(tmp_path):
 @pytest.mark.slow
 def test_bench_fhmm_quick(tmp_path, monkeypatch):
     """``benchmarks/bench_fhmm.py --quick`` runs every sampler and reports finite ESS/s."""
-    monkeypatch.syspath_prepend(str(ROOT))
-    bench = importlib.import_module("benchmarks.bench_fhmm")
-    _run_quick("bench_fhmm", tmp_path)
-    assert (tmp_path / "bench_fhmm_L12_K2.md").stat().st_size > 0
-    result = json.loads((tmp_path / "bench_fhmm_L12_K2.json").read_text())
+    bench = _import_bench("bench_fhmm", monkeypatch)
+    result = _quick_report("bench_fhmm", tmp_path, "bench_fhmm_L12_K2")
     rows = {row["method"]: row for row in result["rows"]}
     assert set(rows) == {method.name for method in bench.METHODS}
     for name, row in rows.items():
@@ -117,8 +123,7 @@ def test_bench_fhmm_quick(tmp_path, monkeypatch):
 
 def test_bench_fhmm_budget_and_memory(monkeypatch):
     """A sampler predicted past the budget is reported, not run; so is one out of memory."""
-    monkeypatch.syspath_prepend(str(ROOT))
-    bench = importlib.import_module("benchmarks.bench_fhmm")
+    bench = _import_bench("bench_fhmm", monkeypatch)
     from jax import random
 
     models = (bench.fhmm_model, bench.fhmm_enumerated_model)
@@ -138,8 +143,7 @@ def test_bench_fhmm_budget_and_memory(monkeypatch):
 def test_bench_fhmm_equal_sampling_time_plan(monkeypatch):
     """With ``--sampling-seconds``, a sampler gets the steps that fill that time at its
     measured cost, thinned to at most ``--max-draws`` kept draws, in whole chunks."""
-    monkeypatch.syspath_prepend(str(ROOT))
-    bench = importlib.import_module("benchmarks.bench_fhmm")
+    bench = _import_bench("bench_fhmm", monkeypatch)
     from jax import random
 
     models = (bench.fhmm_model, bench.fhmm_enumerated_model)
@@ -158,8 +162,7 @@ def test_bench_fhmm_equal_sampling_time_plan(monkeypatch):
 def test_bench_fhmm_stops_sampling_at_budget(monkeypatch):
     """A sampler whose pilot fits the budget but whose chunks do not stops after two
     chunks and reports the metrics of the draws it made."""
-    monkeypatch.syspath_prepend(str(ROOT))
-    bench = importlib.import_module("benchmarks.bench_fhmm")
+    bench = _import_bench("bench_fhmm", monkeypatch)
     from jax import random
     import jax.numpy as jnp
 
@@ -179,8 +182,7 @@ def test_bench_fhmm_label_invariant_and_within_chain_ess(monkeypatch):
     """Two chains that mix well in mirror modes of the FHMM (the weights of two hidden chains
     swapped, one weight's sign flipped): the multi-chain ESS of ``w`` collapses, the sum of
     the chains' own ESS does not, and the order statistics of ``|w|`` agree across chains."""
-    monkeypatch.syspath_prepend(str(ROOT))
-    bench = importlib.import_module("benchmarks.bench_fhmm")
+    bench = _import_bench("bench_fhmm", monkeypatch)
     noise = np.random.default_rng(0).normal(0.0, 0.05, (2, 2000, 3))
     mode = np.array([0.5, 1.5, 3.0])
     w = np.stack([mode + noise[0], np.array([-1.5, 0.5, 3.0]) + noise[1]])
@@ -195,9 +197,7 @@ def test_bench_fhmm_label_invariant_and_within_chain_ess(monkeypatch):
 def test_bench_supports_quick(tmp_path):
     """``benchmarks/bench_supports.py --quick``: every sampler on the Potts and Poisson
     targets, ALBP's auto weights exact on the Potts colours and gradient on the counts."""
-    _run_quick("bench_supports", tmp_path)
-    assert (tmp_path / "bench_supports.md").stat().st_size > 0
-    result = json.loads((tmp_path / "bench_supports.json").read_text())
+    result = _quick_report("bench_supports", tmp_path)
     rows = {(row["target"], row["sampler"]): row for row in result["rows"]}
     assert set(rows) == {
         *((target, name) for target in ("potts-3", "poisson-6") for name in ("ALBP", "LBP1")),
@@ -220,11 +220,8 @@ def test_bench_structure_quick(tmp_path, monkeypatch):
     Potts lattices with finite rates and ratios, 2 colours found on both and on their summed
     forms (sums are split into their summands before detection), the two forms equal,
     detection timed at both sizes in both forms."""
-    monkeypatch.syspath_prepend(str(ROOT))
-    bench = importlib.import_module("benchmarks.bench_structure")
-    _run_quick("bench_structure", tmp_path)
-    assert (tmp_path / "bench_structure.md").stat().st_size > 0
-    result = json.loads((tmp_path / "bench_structure.json").read_text())
+    bench = _import_bench("bench_structure", monkeypatch)
+    result = _quick_report("bench_structure", tmp_path)
     _check_bench_structure(bench, result)
 
 
@@ -264,11 +261,8 @@ def _check_bench_structure(bench, result):
 def test_bench_scaling_quick(tmp_path, monkeypatch):
     """``benchmarks/bench_scaling.py --quick``: a row of finite numbers for every sampler at
     every point of both parts, step time growing with the chains."""
-    monkeypatch.syspath_prepend(str(ROOT))
-    bench = importlib.import_module("benchmarks.bench_scaling")
-    _run_quick("bench_scaling", tmp_path)
-    assert (tmp_path / "bench_scaling.md").stat().st_size > 0
-    result = json.loads((tmp_path / "bench_scaling.json").read_text())
+    bench = _import_bench("bench_scaling", monkeypatch)
+    result = _quick_report("bench_scaling", tmp_path)
     rows = result["rows"]
     points = {(r["part"], r["sampler"], r["num_chains"], r["num_coords"]) for r in rows}
     chains, sizes = bench.QUICK["chains"], bench.QUICK["size_p"]
@@ -286,8 +280,7 @@ def test_bench_scaling_quick(tmp_path, monkeypatch):
 def test_bench_gallery_quick(tmp_path):
     """Every requested sampler has a row; ours and numpyro's run both quick models, and
     NUTS-enum runs where the gallery has an enumerable form."""
-    _run_quick("bench_gallery", tmp_path)
-    result = json.loads((tmp_path / "bench_gallery.json").read_text())
+    result = _quick_report("bench_gallery", tmp_path, check_markdown=False)
     rows = {(row["model"], row["method"]): row for row in result["rows"]}
     assert len(rows) == 8
     for model in ("mixture", "ising"):
@@ -304,12 +297,11 @@ def test_bench_gallery_quick(tmp_path):
 
 
 @pytest.mark.slow
-def test_bench_sweeps_quick(tmp_path):
+def test_bench_sweeps_quick(tmp_path, monkeypatch):
     """Every sampler has a row of finite numbers on both quick lattices (THRML where it is
     installed), and the rows' means agree within their standard errors."""
-    bench = importlib.import_module("benchmarks.bench_sweeps")
-    _run_quick("bench_sweeps", tmp_path)
-    result = json.loads((tmp_path / "bench_sweeps.json").read_text())
+    bench = _import_bench("bench_sweeps", monkeypatch)
+    result = _quick_report("bench_sweeps", tmp_path, check_markdown=False)
     samplers = {"ChromaticGibbs", "checkerboard"} | ({"THRML"} if bench.THRML_INSTALLED else set())
     for model in ("ising", "potts"):
         rows = [r for r in result["rows"] if r["model"] == model]
