@@ -31,6 +31,7 @@ under ``jit``, ``vmap`` and ``jvp``.
 """
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any, NamedTuple
 
 import jax
@@ -152,9 +153,13 @@ class _Interpreter:
             split = self.split_reduce_sum(invals[0], tuple(params["axes"]))
         elif name == "dot_general" and any(indeps):
             (aval,) = [var.aval for var in eqn.outvars]
-            products = _dot_products(invals, params, tuple(aval.shape), aval.dtype)
-            if products is not None:
-                split = _Sum(tuple(aval.shape), aval.dtype, None, (_Summands(products),))
+            shape = tuple(aval.shape)
+            contracted = params["dimension_numbers"][0][0]
+            if _dot_is_split(
+                shape, aval.dtype, _size([jnp.shape(invals[0])[d] for d in contracted])
+            ):
+                products = _dot_products(invals, params, shape, aval.dtype)
+                split = _Sum(shape, aval.dtype, None, (_Summands(products),))
         out = eqn.primitive.bind(*invals, **params)
         if split is not None:
             return [split._replace(direct=out)]
@@ -205,9 +210,9 @@ class _Interpreter:
         if name == "reduce_sum":
             return self.reduce(invals[0], tuple(params["axes"]))
         if name == "broadcast_in_dim" and _size(shape) == _size(invals[0].shape):
-            return _moved(invals[0], eqn.primitive, params, shape)
+            return _moved(invals[0], partial(eqn.primitive.bind, **params), shape)
         if name in _PLACEMENTS:
-            return _moved(invals[0], eqn.primitive, params, shape)
+            return _moved(invals[0], partial(eqn.primitive.bind, **params), shape)
         if name == "concatenate":
             return _concatenated(invals, params["dimension"], shape, dtype)
         if name == "stack":
@@ -267,33 +272,32 @@ def _stacked(invals: list, axis: int, shape: tuple, dtype: Any) -> _Sum:
     def expand(a: jax.Array) -> jax.Array:
         return jnp.expand_dims(a, axis)
 
-    expanded = []
-    for value in invals:
-        if isinstance(value, _Sum):
-            new_shape = value.shape[:axis] + (1,) + value.shape[axis:]
-            plain = None if value.plain is None else expand(value.plain)
-            summands = tuple(p._replace(placement=p.placement + (expand,)) for p in value.summands)
-            expanded.append(_Sum(new_shape, value.dtype, plain, summands))
-        else:
-            expanded.append(expand(jnp.asarray(value)))
+    expanded = [
+        _moved(v, expand, v.shape[:axis] + (1,) + v.shape[axis:])
+        if isinstance(v, _Sum)
+        else expand(jnp.asarray(v))
+        for v in invals
+    ]
     return _concatenated(expanded, axis, shape, dtype)
 
 
-def _dot_products(
-    operands: Sequence[Any], params: dict, shape: tuple, dtype: Any
-) -> jax.Array | None:
+def _dot_is_split(shape: tuple, dtype: Any, num_contracted: int, copies: int = 1) -> bool:
+    """Whether a ``dot_general`` of output `shape` summing `num_contracted` products per
+    element is split, `copies` times (the summands of a sum operand): not where each element
+    is one product, nor for integers, nor past :data:`MAX_DOT_SUMMANDS` products."""
+    return (
+        num_contracted >= 2
+        and jnp.issubdtype(dtype, jnp.inexact)
+        and _size(shape) * num_contracted * copies <= MAX_DOT_SUMMANDS
+    )
+
+
+def _dot_products(operands: Sequence[Any], params: dict, shape: tuple, dtype: Any) -> jax.Array:
     """The products a ``dot_general`` of two arrays sums, ``shape + (K,)`` (``K`` the size
-    of the contracted axes), or ``None`` where it is not split (one product per element, an
-    integer product, more than :data:`MAX_DOT_SUMMANDS` products)."""
+    of the contracted axes)."""
     lhs, rhs = (jnp.asarray(a) for a in operands)
     (lhs_contract, rhs_contract), (lhs_batch, rhs_batch) = params["dimension_numbers"]
     num_products = _size([lhs.shape[d] for d in lhs_contract])
-    if (
-        num_products < 2
-        or not jnp.issubdtype(dtype, jnp.inexact)
-        or _size(shape) * num_products > MAX_DOT_SUMMANDS
-    ):
-        return None
     lhs_free = [d for d in range(lhs.ndim) if d not in lhs_contract and d not in lhs_batch]
     rhs_free = [d for d in range(rhs.ndim) if d not in rhs_contract and d not in rhs_batch]
     batch = tuple(lhs.shape[d] for d in lhs_batch)
@@ -317,15 +321,15 @@ def _dot_of_sum(invals: list, params: dict, shape: tuple, dtype: Any) -> _Sum | 
     position = positions[0]
     value: _Sum = invals[position]
 
-    def products(operand: jax.Array) -> jax.Array | None:
+    def products(operand: jax.Array) -> jax.Array:
         pair = list(invals)
         pair[position] = operand
         return _dot_products(pair, params, shape, dtype)
 
     contracted = params["dimension_numbers"][0][position]
     num_summands = sum(p.terms.shape[-1] for p in value.summands) + (value.plain is not None)
-    num_products = _size(shape) * _size([value.shape[d] for d in contracted]) * num_summands
-    if num_products > MAX_DOT_SUMMANDS:
+    num_contracted = _size([value.shape[d] for d in contracted])
+    if not _dot_is_split(shape, dtype, num_contracted, num_summands):
         return None
     parts = []
     if value.plain is not None:
@@ -336,12 +340,8 @@ def _dot_of_sum(invals: list, params: dict, shape: tuple, dtype: Any) -> _Sum | 
         columns = part.terms
         for move in part.placement:
             columns = jax.vmap(move, in_axes=-1, out_axes=-1)(columns)
-        if products(columns[..., 0]) is None:
-            return None
         per_summand = jax.vmap(products, in_axes=-1, out_axes=-2)(columns)
         parts.append(per_summand.reshape(shape + (-1,)))
-    if any(p is None for p in parts):
-        return None
     return _Sum(shape, dtype, None, tuple(_Summands(p) for p in parts))
 
 
@@ -357,13 +357,9 @@ def _scale(value: _Sum, factor: Callable[[jax.Array], jax.Array]) -> _Sum:
     return value._replace(plain=plain, summands=tuple(p.scaled(factor) for p in value.summands))
 
 
-def _moved(value: _Sum, primitive: Any, params: dict, shape: tuple) -> _Sum:
+def _moved(value: _Sum, move: Callable[[jax.Array], jax.Array], shape: tuple) -> _Sum:
     """A data move placing every element once: applied to the plain part now and to the
     summands when they are placed."""
-
-    def move(a: jax.Array) -> jax.Array:
-        return primitive.bind(a, **params)
-
     plain = None if value.plain is None else move(value.plain)
     summands = tuple(p._replace(placement=p.placement + (move,)) for p in value.summands)
     return _Sum(shape, value.dtype, plain, summands)
