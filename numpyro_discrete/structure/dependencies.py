@@ -43,7 +43,6 @@ from typing import Any, NamedTuple
 import numpy as np
 
 import jax
-from jax import lax
 import jax.extend.core as jex
 import jax.numpy as jnp
 
@@ -55,7 +54,8 @@ from numpyro_discrete.structure.data_moves import (
     padded,
 )
 from numpyro_discrete.structure.dependency_sets import SetAlgebra, same_sets
-from numpyro_discrete.structure.lazy_values import force, lazy_outputs, staged
+from numpyro_discrete.structure.host_values import gather_positions
+from numpyro_discrete.structure.lazy_values import force, lazy_outputs, on_host, staged
 from numpyro_discrete.structure.primitives import (
     CALL_JAXPR_PARAMS,
     CUMULATIVE,
@@ -314,17 +314,15 @@ class _Analysis(SetAlgebra):
     ) -> np.ndarray | None:
         operand_sets, index_sets = insets
         if index_sets is None:
-            # indices known: the sets move as the data does (one small compiled gather)
-            indices = force(invals[1])
+            # indices known: the sets move as the data does
+            indices = on_host(force(invals[1]))
             width = operand_sets.shape[-1]
-            operand = jnp.asarray(padded(operand_sets, inshapes[0], width))
-            params = dict(params, fill_value=PAD)
-            with jax.ensure_compile_time_eval():
-                moved = jax.vmap(
-                    lambda o: lax.gather_p.bind(o, indices, **params), in_axes=-1, out_axes=-1
-                )(operand)
-            moved = np.asarray(moved)
-            return self.compact(np.where(moved < 0, PAD, moved))
+            operand = padded(operand_sets, inshapes[0], width).reshape(-1, width)
+            found = gather_positions(inshapes[0], indices, params)
+            if found is None:  # a gather mode without a rule (one-hot): read anything
+                return self.everything_of([operand_sets])
+            flat, in_bounds = found
+            return self.compact(np.where(in_bounds[..., None], operand[flat], PAD))
         # indices depending on x: each output element depends on its index vector (the
         # last axis of the indices), placed at the output's batch axes
         index_shape = inshapes[1]

@@ -6,7 +6,8 @@ Eager evaluation inside a trace (``jax.ensure_compile_time_eval``: ``init`` unde
 or ``pmap`` reads concrete values) evaluates each operation whose inputs are constants on
 its own, compiling a small program for each (about 0.03-0.05 s on a CPU core). Where only a
 program, its shapes or the values a rule asks for are wanted, that is pure cost:
-:func:`staged` turns it off for a block.
+:func:`staged` turns it off for a block. The values a rule asks for are computed by numpy
+where it can (:mod:`~numpyro_discrete.structure.host_values`), by JAX otherwise.
 """
 
 from collections.abc import Callable, Sequence
@@ -19,6 +20,8 @@ import jax
 from jax import lax
 import jax.extend.core as jex
 import jax.numpy as jnp
+
+from numpyro_discrete.structure.host_values import host_bind
 
 __all__ = [
     "Lazy",
@@ -71,7 +74,14 @@ def force(value: Any) -> Any:
 
 
 def lazy_outputs(eqn: Any, invals: list, params: dict) -> list:
-    result = Lazy(lambda: eqn.primitive.bind(*map(force, invals), **params))
+    def compute() -> Any:
+        operands = list(map(force, invals))
+        outs = host_bind(eqn, operands, params)
+        if outs is None:
+            return eqn.primitive.bind(*operands, **params)
+        return outs if eqn.primitive.multiple_results else outs[0]
+
+    result = Lazy(compute)
     if not eqn.primitive.multiple_results:
         return [result]
     return [Lazy(lambda i=i: result.get()[i]) for i in range(len(eqn.outvars))]
