@@ -2,6 +2,8 @@
 bit (same dtype, shape and elements) on the operations the dependency analyses read, as
 ``jnp`` writes them; a gather's positions follow XLA's semantics on random gathers."""
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
 import numpy as np
 import pytest
 
@@ -9,9 +11,6 @@ import jax
 from jax import lax
 import jax.extend.core as jex
 import jax.numpy as jnp
-
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from numpyro_discrete.structure.host_values import host_bind, host_rules
 
@@ -40,8 +39,8 @@ def _replay(function, *args) -> set[str]:
     return on_host
 
 
-X = np.arange(-6.0, 14.0, dtype=np.float32).reshape(4, 5)
-I = np.array([1, -2, 7, 0], np.int32)  # negative and out-of-bounds indices too
+OPERAND = np.arange(-6.0, 14.0, dtype=np.float32).reshape(4, 5)
+INDICES = np.array([1, -2, 7, 0], np.int32)  # negative and out-of-bounds indices too
 
 
 def test_data_moves_and_indexing_match_jax() -> None:
@@ -62,7 +61,7 @@ def test_data_moves_and_indexing_match_jax() -> None:
             lax.iota(jnp.int32, 6),
         )
 
-    on_host = _replay(program, X, I)
+    on_host = _replay(program, OPERAND, INDICES)
     assert {"gather", "dynamic_slice", "slice", "concatenate", "broadcast_in_dim"} <= on_host
 
 
@@ -86,17 +85,17 @@ def test_arithmetic_logic_and_selection_match_jax() -> None:
             lax.select_n(i % 3, i, -i, 2 * i),
         )
 
-    on_host = _replay(program, X, I)
+    on_host = _replay(program, OPERAND, INDICES)
     assert {"add", "mul", "select_n", "and", "or", "not", "eq", "clamp"} <= on_host
 
 
 def test_operations_without_a_rule_are_left_to_jax() -> None:
-    eqn = jax.make_jaxpr(jnp.log)(X).jaxpr.eqns[0]
+    eqn = jax.make_jaxpr(jnp.log)(OPERAND).jaxpr.eqns[0]
     assert "log" not in host_rules
-    assert host_bind(eqn, [X], eqn.params) is None
+    assert host_bind(eqn, [OPERAND], eqn.params) is None
     # float to integer conversion saturates in XLA: not modelled on the host
-    eqn = jax.make_jaxpr(lambda x: x.astype(jnp.int32))(X).jaxpr.eqns[0]
-    assert host_bind(eqn, [X], eqn.params) is None
+    eqn = jax.make_jaxpr(lambda x: x.astype(jnp.int32))(OPERAND).jaxpr.eqns[0]
+    assert host_bind(eqn, [OPERAND], eqn.params) is None
     # a PRNG key is not a numeric array
     key = jax.random.key(0)
     eqn = jax.make_jaxpr(lambda k: k.reshape(1))(key).jaxpr.eqns[0]
