@@ -55,7 +55,7 @@ from numpyro_discrete.core.state import Info, SweepState, mh_accept
 from numpyro_discrete.structure.colouring import TermStructure
 from numpyro_discrete.structure.stencils import Stencil, structure_stencil
 
-__all__ = ["build_kernel", "class_conditional", "class_members", "init"]
+__all__ = ["build_kernel", "class_conditional", "class_logits", "class_members", "init"]
 
 LogTerms = Callable[[jax.Array], jax.Array]
 
@@ -92,13 +92,31 @@ def class_conditional(
     members: jax.Array | None,
     stencil: Stencil | None = None,
 ) -> tuple[jax.Array, jax.Array]:
+    """The proposal of one class at `x`, :func:`class_logits` normalised: ``(values,
+    log_probs)``, ``log p_j(v | x) = d[j, v] - logsumexp_v d[j, v]``."""
+    values, logits = class_logits(
+        log_terms, structure, neighbourhood, x, terms_x, in_class, members, stencil
+    )
+    return values, row_log_softmax(logits)
+
+
+def class_logits(
+    log_terms: LogTerms,
+    structure: TermStructure,
+    neighbourhood: Neighbourhood,
+    x: jax.Array,
+    terms_x: jax.Array,
+    in_class: jax.Array,
+    members: jax.Array | None,
+    stencil: Stencil | None = None,
+) -> tuple[jax.Array, jax.Array]:
     """
-    The proposal of one class at `x`: ``(values, log_probs)`` of shape ``(S, 1 + M)`` for
-    its coordinates `members`, their options (the current value first, then the candidates)
-    and the log-probabilities ``log p_j(v | x) = d[j, v] - logsumexp_v d[j, v]`` (``d = 0``
+    The proposal of one class at `x`, unnormalised: ``(values, logits)`` of shape ``(S, 1 +
+    M)`` for its coordinates `members`, their options (the current value first, then the
+    candidates) and the log-ratios ``d[j, v] = log pi(x with x_j = v) - log pi(x)`` (``0``
     for the current value, ``-inf`` for invalid candidates), from ``M`` evaluations of the
-    terms. A member equal to ``N`` (padding) can only stay, with log-probability 0 (its
-    values are those of coordinate 0, never used).
+    terms. A member equal to ``N`` (padding) can only stay (its values are those of
+    coordinate 0, never used).
 
     :param terms_x: the terms at `x`.
     :param in_class: ``(N,)`` mask of the class.
@@ -123,8 +141,7 @@ def class_conditional(
         values = jnp.concatenate([x[rows, None], moves[rows]], axis=1)
     logits = jnp.concatenate([jnp.zeros_like(d[:, :1]), d], axis=1)
     valid = jnp.concatenate([jnp.ones_like(valid[:, :1]), valid], axis=1)
-    logits = jnp.where(valid & ~jnp.isnan(logits), logits, -jnp.inf)
-    return values, row_log_softmax(logits)
+    return values, jnp.where(valid & ~jnp.isnan(logits), logits, -jnp.inf)
 
 
 def build_kernel(
@@ -216,18 +233,25 @@ def build_kernel(
                 )
 
         # forward: each coordinate of the class from its conditional at x, by inversion
-        values, log_probs = class_conditional(
+        values, logits = class_logits(
             log_terms, structure, neighbourhood, x, terms_x, in_class, members, stencil
         )
+        if not mh_test:
+            # the draw is the class's exact conditional: a Gibbs move, always taken; its
+            # probabilities need no normalising (the inversion scales the uniforms)
+            slot = row_inverse_cdf(jnp.exp(logits - row_max(logits)[:, None]), draws)
+            y = written(x, row_take(values, slot))
+            terms_y = log_terms(y)
+            num_changed = jnp.sum(y != x, dtype=jnp.int32)
+            accepted = (jnp.ones((), log_p.dtype), jnp.array(True), num_changed)
+            return (y, terms_y, jnp.sum(terms_y)), accepted
+        log_probs = row_log_softmax(logits)
         slot = row_inverse_cdf(jnp.exp(log_probs), draws)
         new_values = row_take(values, slot)
         y = written(x, new_values)
         terms_y = log_terms(y)
         log_p_y = jnp.sum(terms_y)
         num_changed = jnp.sum(y != x, dtype=jnp.int32)
-        if not mh_test:
-            # the draw is the class's exact conditional: a Gibbs move, always taken
-            return (y, terms_y, log_p_y), (jnp.ones((), log_p.dtype), jnp.array(True), num_changed)
         log_q_forward = jnp.sum(row_take(log_probs, slot))
         # reverse: each coordinate back to x_j from its conditional at y (the window of an
         # ordinal coordinate is symmetric, so x_j is always among y_j's options)
