@@ -5,7 +5,7 @@ its local log-ratio function.
 """
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -32,6 +32,7 @@ from numpyro_discrete.model.detection import (
     with_summands_as_terms,
 )
 from numpyro_discrete.model.errors import ModelError
+from numpyro_discrete.model.hoisting import hoist_constants
 from numpyro_discrete.model.layout import (
     SiteLayout,
     SiteSupport,
@@ -96,6 +97,9 @@ class DiscreteTarget:
     _site_functions: SiteFunctions
     model: Callable | None = None
     _has_deterministic: bool = False
+    # the constant parts of the site functions' programs (:mod:`~numpyro_discrete.model.
+    # hoisting`), computed once per program and constants
+    _constant_parts: dict = field(default_factory=dict)
 
     # --- construction ---------------------------------------------------------------------
 
@@ -319,7 +323,8 @@ class DiscreteTarget:
     def _functions(
         self, model_args: tuple, model_kwargs: Mapping[str, Any] | None
     ) -> tuple[SiteLogJoint, SiteLogJoint]:
-        return self._site_functions(model_args, {} if model_kwargs is None else model_kwargs)
+        functions = self._site_functions(model_args, {} if model_kwargs is None else model_kwargs)
+        return tuple(hoist_constants(fn, self._constant_parts) for fn in functions)
 
     # --- samples --------------------------------------------------------------------------
 
