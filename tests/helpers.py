@@ -272,7 +272,7 @@ def coordinatewise_transition_matrices(local_fn, neighbourhood, squared_distance
 def chromatic_class_matrix(target, structure, states, colour, mh_test=True, coordinate_test=False):
     """The exact transition matrix of the move of class `colour` of a chromatic sweep over
     the enumerated `states` (rows of the target's flat vector): the class's proposal from
-    the core ``class_conditional`` at every state (its members padded as the kernel pads
+    the core ``class_logits`` at every state (its members padded as the kernel pads
     them), every joint choice of its members' options, and the MH test (every draw taken
     without `mh_test`; with `coordinate_test`, each member's draw tested on its own, the
     class's matrix the product of its members' one-coordinate kernels)."""
@@ -287,7 +287,7 @@ def chromatic_class_matrix(target, structure, states, colour, mh_test=True, coor
     @jax.jit
     def conditional(x):
         terms = log_terms(x)
-        values, log_probs = chromatic.class_conditional(
+        values, logits = chromatic.class_logits(
             log_terms,
             structure,
             neighbourhood,
@@ -296,7 +296,7 @@ def chromatic_class_matrix(target, structure, states, colour, mh_test=True, coor
             jnp.asarray(in_class),
             jnp.asarray(padded),
         )
-        return jnp.sum(terms), values, log_probs
+        return jnp.sum(terms), values, jax.nn.log_softmax(logits, axis=-1)
 
     lookup = state_lookup(states)
     cache = {}

@@ -209,20 +209,20 @@ def test_stencil_conditionals_are_the_gathered_ones(space, colouring, x64):
         terms = log_terms(x)
         args = (log_terms, structure, target.neighbourhood, x, terms, in_class)
         return (
-            chromatic.class_conditional(*args, members),
-            chromatic.class_conditional(*args, None, stencil),
+            chromatic.class_logits(*args, members),
+            chromatic.class_logits(*args, None, stencil),
         )
 
     for c in range(structure.num_colours):
         in_class = structure.colour == c
         members = order[starts[c] : starts[c] + sizes[c]]
         for x in states:
-            (values, log_probs), (all_values, all_log_probs) = both(
+            (values, logits), (all_values, all_logits) = both(
                 jnp.asarray(x), jnp.asarray(in_class), jnp.asarray(members)
             )
             np.testing.assert_array_equal(all_values[members], values)
-            np.testing.assert_allclose(all_log_probs[members], log_probs, rtol=1e-9, atol=1e-9)
-            others = np.asarray(all_log_probs)[~in_class]
+            np.testing.assert_allclose(all_logits[members], logits, rtol=1e-9, atol=1e-9)
+            others = np.asarray(all_logits)[~in_class]
             assert np.all(others[:, 0] == 0.0) and np.all(others[:, 1:] == -np.inf)
 
 

@@ -265,8 +265,8 @@ def test_stencil_conditionals_are_the_gathered_ones_on_random_models(spec, x64):
     def both(x, in_class, members):
         args = (log_terms, structure, target.neighbourhood, x, log_terms(x), in_class)
         return (
-            chromatic.class_conditional(*args, members),
-            chromatic.class_conditional(*args, None, stencil),
+            chromatic.class_logits(*args, members),
+            chromatic.class_logits(*args, None, stencil),
         )
 
     states = rm.enumerated_states(spec)
@@ -275,14 +275,14 @@ def test_stencil_conditionals_are_the_gathered_ones_on_random_models(spec, x64):
         in_class = structure.colour == c
         members = order[starts[c] : starts[c] + sizes[c]]
         for x in states[rows]:
-            (values, log_probs), (all_values, all_log_probs) = both(
+            (values, logits), (all_values, all_logits) = both(
                 jnp.asarray(x), jnp.asarray(in_class), jnp.asarray(members)
             )
             np.testing.assert_array_equal(all_values[members], values, spec.describe())
             np.testing.assert_allclose(
-                all_log_probs[members], log_probs, rtol=1e-9, atol=1e-9, err_msg=spec.describe()
+                all_logits[members], logits, rtol=1e-9, atol=1e-9, err_msg=spec.describe()
             )
-            others = np.asarray(all_log_probs)[~in_class]
+            others = np.asarray(all_logits)[~in_class]
             assert np.all(others[:, 0] == 0.0) and np.all(others[:, 1:] == -np.inf)
 
 

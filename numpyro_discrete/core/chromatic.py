@@ -55,7 +55,7 @@ from numpyro_discrete.core.state import Info, SweepState, mh_accept
 from numpyro_discrete.structure.colouring import TermStructure
 from numpyro_discrete.structure.stencils import Stencil, structure_stencil
 
-__all__ = ["build_kernel", "class_conditional", "class_logits", "class_members", "init"]
+__all__ = ["build_kernel", "class_logits", "class_members", "init"]
 
 LogTerms = Callable[[jax.Array], jax.Array]
 
@@ -80,24 +80,6 @@ def class_members(structure: TermStructure) -> tuple[np.ndarray, np.ndarray, np.
     padded = np.concatenate([order, np.full(width, structure.num_coords, np.int32)])
     starts = (np.cumsum(sizes) - sizes).astype(np.int32)
     return padded, starts, sizes.astype(np.int32), width
-
-
-def class_conditional(
-    log_terms: LogTerms,
-    structure: TermStructure,
-    neighbourhood: Neighbourhood,
-    x: jax.Array,
-    terms_x: jax.Array,
-    in_class: jax.Array,
-    members: jax.Array | None,
-    stencil: Stencil | None = None,
-) -> tuple[jax.Array, jax.Array]:
-    """The proposal of one class at `x`, :func:`class_logits` normalised: ``(values,
-    log_probs)``, ``log p_j(v | x) = d[j, v] - logsumexp_v d[j, v]``."""
-    values, logits = class_logits(
-        log_terms, structure, neighbourhood, x, terms_x, in_class, members, stencil
-    )
-    return values, row_log_softmax(logits)
 
 
 def class_logits(
@@ -255,9 +237,10 @@ def build_kernel(
         log_q_forward = jnp.sum(row_take(log_probs, slot))
         # reverse: each coordinate back to x_j from its conditional at y (the window of an
         # ordinal coordinate is symmetric, so x_j is always among y_j's options)
-        values_y, log_probs_y = class_conditional(
+        values_y, logits_y = class_logits(
             log_terms, structure, neighbourhood, y, terms_y, in_class, members, stencil
         )
+        log_probs_y = row_log_softmax(logits_y)
         # a row outside the class (padding, or another class's coordinate) only ever
         # stays, in both directions (log-probability 0); padding reads coordinate 0's
         # values, which this move may have changed
