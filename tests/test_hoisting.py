@@ -12,9 +12,9 @@ import jax.numpy as jnp
 
 import numpyro
 import numpyro.distributions as dist
-from numpyro.infer import MCMC
+from numpyro.infer import MCMC, NUTS
 
-from numpyro_discrete import ChromaticGibbs
+from numpyro_discrete import ChromaticGibbs, LBPGibbs
 from numpyro_discrete.model import hoisting
 from numpyro_discrete.model.hoisting import MIN_HOISTED_SIZE, hoist_constants
 
@@ -124,3 +124,28 @@ def test_hoisted_targets_sample_under_every_chain_method(chain_method) -> None:
     log_density = kernel._target.log_density()
     expected = [float(log_density(jnp.asarray(row, jnp.int32))) for row in x]
     np.testing.assert_allclose(-np.asarray(last.potential_energy), expected, rtol=1e-5)
+
+
+def test_a_mixed_model_hoists_beside_traced_continuous_sites() -> None:
+    """Inside ``LBPGibbs`` the discrete block's density closes over NUTS's traced draws:
+    the operations on the data alone are hoisted, those on the draws stay in the step, and
+    a program that computes nothing from the data alone is left as it is."""
+    num_points = MIN_HOISTED_SIZE
+    rng = np.random.default_rng(2)
+    log_scale = jnp.asarray(rng.normal(0.0, 0.1, num_points), jnp.float32)
+    y = jnp.asarray(rng.normal(0.0, 1.0, num_points) + 2.0 * (rng.random(num_points) < 0.5))
+
+    def model(y):
+        locs = numpyro.sample("locs", dist.Normal(0.0, 3.0).expand([2]))
+        with numpyro.plate("points", num_points):
+            z = numpyro.sample("z", dist.Bernoulli(0.5))
+            numpyro.sample("y", dist.Normal(locs[z], jnp.exp(log_scale)), obs=y)
+
+    kernel = LBPGibbs(NUTS(model))
+    mcmc = MCMC(kernel, num_warmup=2, num_samples=2, progress_bar=False)
+    mcmc.run(random.key(3), y)
+    samples = mcmc.get_samples()
+    assert np.all(np.isfinite(samples["locs"])) and set(np.unique(samples["z"])) <= {0, 1}
+    chosen = getattr(kernel.discrete_kernel, "chosen", kernel.discrete_kernel)
+    parts = [part for _, part in chosen._target._constant_parts.values()]
+    assert any(part is not None for part in parts), "nothing hoisted from the data"

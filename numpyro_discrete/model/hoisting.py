@@ -65,16 +65,19 @@ def hoist_constants(fn: Callable[..., Any], cache: dict | None = None) -> Callab
             # the constants are kept with their part, so that their ids are not reused
             cache[key] = (concrete, _constant_part(closed, concrete, len(leaves)))
         crossed = cache[key][1]
+        if crossed is None:  # no operation on the constants alone: nothing to hoist
+            return jax.tree.unflatten(out_tree, jex.jaxpr_as_fun(closed)(*leaves))
         outs = _Walk(record=False, crossed=crossed).outputs(closed, list(closed.consts), leaves)
         return jax.tree.unflatten(out_tree, outs)
 
     return hoisted
 
 
-def _constant_part(closed: Any, concrete: list, num_args: int) -> list:
+def _constant_part(closed: Any, concrete: list, num_args: int) -> list | None:
     """The known values that the unknown operations of `closed` read, computed eagerly
     (even inside the trace of a step) as one compiled program whose arguments are the
-    `concrete` constants, so that XLA has nothing to fold."""
+    `concrete` constants, so that XLA has nothing to fold; ``None`` when that program
+    computes nothing (the step reads the constants themselves)."""
 
     def part(*values: Any) -> list:
         it = iter(values)
@@ -83,6 +86,8 @@ def _constant_part(closed: Any, concrete: list, num_args: int) -> list:
         walk.outputs(closed, consts, [_PLACEHOLDER] * num_args)
         return walk.crossed
 
+    if not jax.make_jaxpr(part)(*concrete).eqns:
+        return None
     with jax.ensure_compile_time_eval():
         return jax.jit(part)(*concrete)
 
