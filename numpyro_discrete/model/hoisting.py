@@ -23,7 +23,7 @@ import jax
 import jax.extend.core as jex
 import jax.numpy as jnp
 
-__all__ = ["hoist_constants"]
+__all__ = ["MIN_HOISTED_SIZE", "hoist_constants"]
 
 # primitives whose inner program is a plain call: opened, so that a call that mixes traced
 # and constant inputs hoists its constant part
