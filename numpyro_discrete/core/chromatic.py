@@ -218,22 +218,22 @@ def build_kernel(
         values, logits = class_logits(
             log_terms, structure, neighbourhood, x, terms_x, in_class, members, stencil
         )
-        if not mh_test:
-            # the draw is the class's exact conditional: a Gibbs move, always taken; its
-            # probabilities need no normalising (the inversion scales the uniforms)
-            slot = row_inverse_cdf(jnp.exp(logits - row_max(logits)[:, None]), draws)
-            y = written(x, row_take(values, slot))
-            terms_y = log_terms(y)
-            num_changed = jnp.sum(y != x, dtype=jnp.int32)
-            accepted = (jnp.ones((), log_p.dtype), jnp.array(True), num_changed)
-            return (y, terms_y, jnp.sum(terms_y)), accepted
-        log_probs = row_log_softmax(logits)
-        slot = row_inverse_cdf(jnp.exp(log_probs), draws)
+        if mh_test:
+            log_probs = row_log_softmax(logits)
+            probs = jnp.exp(log_probs)
+        else:
+            # the test needs the normalised log-probabilities; the inversion does not (it
+            # scales the uniforms by each row's total)
+            probs = jnp.exp(logits - row_max(logits)[:, None])
+        slot = row_inverse_cdf(probs, draws)
         new_values = row_take(values, slot)
         y = written(x, new_values)
         terms_y = log_terms(y)
         log_p_y = jnp.sum(terms_y)
         num_changed = jnp.sum(y != x, dtype=jnp.int32)
+        if not mh_test:
+            # the draw is the class's exact conditional: a Gibbs move, always taken
+            return (y, terms_y, log_p_y), (jnp.ones((), log_p.dtype), jnp.array(True), num_changed)
         log_q_forward = jnp.sum(row_take(log_probs, slot))
         # reverse: each coordinate back to x_j from its conditional at y (the window of an
         # ordinal coordinate is symmetric, so x_j is always among y_j's options)

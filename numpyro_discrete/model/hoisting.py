@@ -86,10 +86,11 @@ def _constant_part(closed: Any, concrete: list, num_args: int) -> list | None:
         walk.outputs(closed, consts, [_PLACEHOLDER] * num_args)
         return walk.crossed
 
-    if not jax.make_jaxpr(part)(*concrete).eqns:
+    traced = jax.jit(part).trace(*concrete)
+    if not traced.jaxpr.eqns:
         return None
     with jax.ensure_compile_time_eval():
-        return jax.jit(part)(*concrete)
+        return traced.lower().compile()(*concrete)
 
 
 class _Walk:
@@ -108,8 +109,8 @@ class _Walk:
     def outputs(self, closed: Any, consts: list, args: list) -> list:
         """`closed`'s outputs at `consts` (whose known ones are those concrete in
         ``closed.consts``) and the unknown `args`."""
-        known = _known_consts(closed.consts)
-        outs = self._run(closed.jaxpr, consts, known, args, [False] * len(args))
+        const_known = _known_consts(closed.consts)
+        outs = self._run(closed.jaxpr, consts, const_known, args, [False] * len(args))
         return [self._cross(value, known, {}, None) for value, known in outs]
 
     def _cross(self, value: Any, known: bool, crossed_here: dict, var: Any) -> Any:
@@ -142,8 +143,11 @@ class _Walk:
             knowns = [known for _, known in inputs]
             name = eqn.primitive.name
             if all(knowns) and not eqn.effects:
-                outs = self._bind(eqn, [v for v, _ in inputs]) if self.record else None
-                outs = outs or [_PLACEHOLDER] * len(eqn.outvars)
+                outs = (
+                    self._bind(eqn, [v for v, _ in inputs])
+                    if self.record
+                    else [_PLACEHOLDER] * len(eqn.outvars)
+                )
                 env.update((var, (out, True)) for var, out in zip(eqn.outvars, outs, strict=True))
             elif name in _CALLS:
                 # opened: the call's constant part is hoisted too
