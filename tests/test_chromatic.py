@@ -17,7 +17,8 @@ import numpyro.distributions as dist
 from numpyro.infer import MCMC, NUTS, Gibbs
 
 from numpyro_discrete import ChromaticGibbs, ChromaticGibbsState, LBPGibbs, SiteSupport
-from numpyro_discrete.core import chromatic
+from numpyro_discrete.core import chromatic, site_scan
+from numpyro_discrete.core.neighbourhood import coordinate_neighbourhood
 from numpyro_discrete.kernels.chromatic import WHOLE_SUPPORT_SPAN
 from numpyro_discrete.model.target import DiscreteTarget
 from numpyro_discrete.structure.stencils import find_stencil
@@ -246,6 +247,79 @@ def test_stencil_sweep_follows_the_exact_matrix(space, mh_test, coordinate_test,
         target.neighbourhood, structure, mh_test=mh_test, coordinate_test=coordinate_test
     )
     assert chi_square_rows(sampled_counts(sweep, target, states, 5), matrix) > 1e-3
+
+
+def _whole_supports(target):
+    """The neighbourhood ChromaticGibbs runs: these spaces' ordinal coordinates (0..3)
+    enumerated whole."""
+    return coordinate_neighbourhood(target.supports, whole_support_span=WHOLE_SUPPORT_SPAN)
+
+
+def site_scan_matrix(target, neighbourhood, states, order):
+    """The exact matrix of one systematic-scan sweep: the product over `order` of each
+    coordinate's matrix, whose rows are the conditionals the kernel computes
+    (:func:`~numpyro_discrete.core.site_scan.site_conditional`), every option enumerated."""
+    log_terms = target.log_terms()
+    conditional = jax.jit(
+        lambda x, j: site_scan.site_conditional(
+            log_terms, neighbourhood, x, jnp.sum(log_terms(x)), j
+        )
+    )
+    lookup = state_lookup(states)
+    sweep = np.eye(len(states))
+    for j in order:
+        visit = np.zeros_like(sweep)
+        for i, state in enumerate(states):
+            values, logits, _ = map(np.asarray, conditional(jnp.asarray(state), j))
+            probs = np.exp(logits - logits.max())
+            ends = np.repeat(state[None], len(values), 0)
+            ends[:, j] = values
+            np.add.at(visit[i], lookup(ends), probs / probs.sum())
+        sweep = sweep @ visit
+    return sweep
+
+
+@pytest.mark.parametrize("space", ["binary", "mixed"])
+def test_site_scan_draws_exact_conditionals(space, x64):
+    """A sweep whose classes are single coordinates is a systematic scan: each visit's
+    matrix is the coordinate's exact conditional (``pi`` on the states that differ from
+    the current one at that coordinate only, to 1e-10), whatever the detected structure;
+    the sweep leaves ``pi`` invariant, and the jitted kernel's transitions match the matrix
+    (chi-square)."""
+    target, states = _space(space)
+    neighbourhood = _whole_supports(target)
+    pi = target_distribution(target, states)
+    order = np.array([2, 0, 3, 1])
+    for j in range(states.shape[1]):
+        same_elsewhere = np.all(np.delete(states, j, 1)[:, None] == np.delete(states, j, 1), -1)
+        definition = np.where(same_elsewhere, pi[None, :], 0.0)
+        definition /= definition.sum(1, keepdims=True)
+        np.testing.assert_allclose(
+            site_scan_matrix(target, neighbourhood, states, [j]), definition, atol=1e-10
+        )
+    matrix = site_scan_matrix(target, neighbourhood, states, order)
+    assert_invariant_and_irreducible(matrix, pi)
+    sweep = site_scan.build_kernel(neighbourhood, order)
+    assert chi_square_rows(sampled_counts(sweep, target, states, 5), matrix) > 1e-3
+
+
+def test_a_kernel_of_single_coordinate_classes_runs_the_site_scan():
+    """Where every class is one coordinate with its whole support as options,
+    ``ChromaticGibbs`` takes every draw untested (``mh_test`` is ``False``), whether or not
+    the structure is proven; an ordinal window keeps the test."""
+
+    def dense_potential(z):
+        # one term reads every coordinate: four classes of one
+        coupling = 0.3 * jnp.sin(z["b"][0] + 2.0 * z["c"][0] - z["n"][0] * z["n"][1])
+        return jnp.concatenate([mixed_potential(z), -coupling[None]])
+
+    for window, tested in [(None, False), (1, True)]:
+        kernel = ChromaticGibbs(
+            potential_fn=dense_potential, supports=MIXED_SUPPORTS, ordinal_window=window
+        )
+        with pytest.warns(UserWarning, match="interacts with every other"):
+            kernel.init(random.key(0), 0, MIXED_INIT, (), {})
+        assert kernel.num_colours == 4 and kernel.mh_test is tested
 
 
 def test_coordinate_tests_of_a_valid_colouring(x64):

@@ -8,7 +8,7 @@ import warnings
 
 import numpy as np
 
-from numpyro_discrete.core import chromatic
+from numpyro_discrete.core import chromatic, site_scan
 from numpyro_discrete.core.neighbourhood import (
     SupportKind,
     coordinate_neighbourhood,
@@ -172,6 +172,13 @@ class ChromaticGibbs(ExactSweepKernel):
         # a proven colouring draws exact conditionals where each coordinate's options are its
         # whole support (an ordinal window moves with the value): no MH test there
         whole_supports = not np.any(windowed)
+        if whole_supports and structure.num_colours == structure.num_coords:
+            # one coordinate per class: its conditional is log pi at each of its options,
+            # exact whatever the structure, so the sweep is a systematic scan
+            self._mh_test = False
+            order = chromatic.class_members(structure)[0][: structure.num_coords]
+            self._transition = site_scan.build_kernel(target.neighbourhood, order)
+            return
         self._mh_test = not (structure.exact and whole_supports)
         # proven but with ordinal windows: each coordinate tested on its own (a joint test
         # of a large class of counts accepts almost never)
