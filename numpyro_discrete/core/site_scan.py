@@ -39,7 +39,6 @@ import jax.numpy as jnp
 
 from numpyro_discrete.core import noise
 from numpyro_discrete.core.neighbourhood import Neighbourhood
-from numpyro_discrete.core.rows import row_inverse_cdf, row_take
 from numpyro_discrete.core.state import Info, SweepState
 
 __all__ = ["build_kernel", "init", "site_conditional"]
@@ -100,10 +99,10 @@ def build_kernel(
         x, log_p = carry
         j, uniform = inputs
         values, logits, log_p_values = site_conditional(log_terms, neighbourhood, x, log_p, j)
+        # inversion over the unnormalised probabilities, the current value's (slot 0) first
         probs = jnp.exp(logits - jnp.max(logits))
-        slot = row_inverse_cdf(probs[None], uniform[None])[0]
-        new_log_p = row_take(log_p_values[None], slot[None])[0]
-        return (x.at[j].set(values[slot]), new_log_p), slot > 0
+        slot = jnp.sum(jnp.cumsum(probs)[:-1] <= uniform * jnp.sum(probs), dtype=jnp.int32)
+        return (x.at[j].set(values[slot]), log_p_values[slot]), slot > 0
 
     def kernel(
         rng_key: jax.Array, state: SweepState, log_terms: LogTerms

@@ -148,8 +148,8 @@ class ChromaticGibbs(ExactSweepKernel):
                 f"ChromaticGibbs: every coordinate of sites {list(target.layout.names)} "
                 "interacts with every other (a term of the log joint depends on all of them "
                 "and is not a sum of their terms, e.g. a logsumexp or a square of a sum), so "
-                "each sweep moves one coordinate per class at the cost of about 2M+1 model "
-                "evaluations each. Write such a factor as an array or a sum of terms "
+                "each sweep visits one coordinate at a time, at the cost of M model "
+                "evaluations each (2M+1 for an ordinal window). Write such a factor as an array or a sum of terms "
                 "(`numpyro.factor('f', J * s[:-1] * s[1:])`) to expose the structure, or use "
                 "ALBP.",
                 UserWarning,
