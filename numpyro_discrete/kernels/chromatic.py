@@ -149,9 +149,9 @@ class ChromaticGibbs(ExactSweepKernel):
                 "interacts with every other (a term of the log joint depends on all of them "
                 "and is not a sum of their terms, e.g. a logsumexp or a square of a sum), so "
                 "each sweep visits one coordinate at a time, at the cost of M model "
-                "evaluations each (2M+1 for an ordinal window). Write such a factor as an array or a sum of terms "
-                "(`numpyro.factor('f', J * s[:-1] * s[1:])`) to expose the structure, or use "
-                "ALBP.",
+                "evaluations each (2M+1 for an ordinal window). Write such a factor as an "
+                "array or a sum of terms (`numpyro.factor('f', J * s[:-1] * s[1:])`) to "
+                "expose the structure, or use ALBP.",
                 UserWarning,
                 stacklevel=4,
             )
