@@ -17,7 +17,7 @@ from numpyro.diagnostics import effective_sample_size
 import numpyro.distributions as dist
 from numpyro.infer import MCMC
 
-from numpyro_discrete.core import block_gibbs, chromatic
+from numpyro_discrete.core import block_gibbs, chromatic, site_scan
 from numpyro_discrete.core.local_ratios import coloured_ratios, exact_local_fn
 from numpyro_discrete.core.neighbourhood import CoordinateSupports, SupportKind
 
@@ -363,6 +363,30 @@ def chromatic_sweep_matrix(target, structure, states, mh_test=True, coordinate_t
             target, structure, states, c, mh_test, coordinate_test
         )
     return matrix
+
+
+def site_scan_matrix(target, neighbourhood, states, order):
+    """The exact matrix of one systematic-scan sweep: the product over `order` of each
+    coordinate's matrix, whose rows are the conditionals the kernel computes
+    (:func:`~numpyro_discrete.core.site_scan.site_conditional`), every option enumerated."""
+    log_terms = target.log_terms()
+    conditional = jax.jit(
+        lambda x, j: site_scan.site_conditional(
+            log_terms, neighbourhood, x, jnp.sum(log_terms(x)), j
+        )
+    )
+    lookup = state_lookup(states)
+    sweep = np.eye(len(states))
+    for j in order:
+        visit = np.zeros_like(sweep)
+        for i, state in enumerate(states):
+            values, logits, _ = map(np.asarray, conditional(jnp.asarray(state), j))
+            probs = np.exp(logits - logits.max())
+            ends = np.repeat(state[None], len(values), 0)
+            ends[:, j] = values
+            np.add.at(visit[i], lookup(ends), probs / probs.sum())
+        sweep = sweep @ visit
+    return sweep
 
 
 def block_log_probs(phi, psi, length, count):

@@ -32,6 +32,7 @@ from helpers import (
     chromatic_class_matrix,
     chromatic_sweep_matrix,
     enumerate_model,
+    site_scan_matrix,
     state_lookup,
     target_distribution,
 )
@@ -253,30 +254,6 @@ def _whole_supports(target):
     """The neighbourhood ChromaticGibbs runs: these spaces' ordinal coordinates (0..3)
     enumerated whole."""
     return coordinate_neighbourhood(target.supports, whole_support_span=WHOLE_SUPPORT_SPAN)
-
-
-def site_scan_matrix(target, neighbourhood, states, order):
-    """The exact matrix of one systematic-scan sweep: the product over `order` of each
-    coordinate's matrix, whose rows are the conditionals the kernel computes
-    (:func:`~numpyro_discrete.core.site_scan.site_conditional`), every option enumerated."""
-    log_terms = target.log_terms()
-    conditional = jax.jit(
-        lambda x, j: site_scan.site_conditional(
-            log_terms, neighbourhood, x, jnp.sum(log_terms(x)), j
-        )
-    )
-    lookup = state_lookup(states)
-    sweep = np.eye(len(states))
-    for j in order:
-        visit = np.zeros_like(sweep)
-        for i, state in enumerate(states):
-            values, logits, _ = map(np.asarray, conditional(jnp.asarray(state), j))
-            probs = np.exp(logits - logits.max())
-            ends = np.repeat(state[None], len(values), 0)
-            ends[:, j] = values
-            np.add.at(visit[i], lookup(ends), probs / probs.sum())
-        sweep = sweep @ visit
-    return sweep
 
 
 @pytest.mark.parametrize("space", ["binary", "mixed"])

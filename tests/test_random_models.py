@@ -49,6 +49,7 @@ from helpers import (
     enumerate_model,
     mcse_of_mean,
     path_transition_matrix,
+    site_scan_matrix,
     state_lookup,
     target_distribution,
 )
@@ -240,6 +241,12 @@ def test_chromatic_sweep_is_exact_on_random_models(spec, x64):
         # the kernel takes every draw: that is the MH sweep (which then accepts everything)
         gibbs = chromatic_sweep_matrix(target, target.structure, states, mh_test=False)
         np.testing.assert_allclose(gibbs, matrix, atol=1e-10)
+    if target.num_colours == target.num_coords and not kernel.mh_test:
+        # classes of one coordinate: the kernel runs the systematic scan of exact
+        # conditionals, each read from log pi itself (the definition's sweep, above)
+        order = chromatic.class_members(target.structure)[0][: target.num_coords]
+        scan = site_scan_matrix(target, target.neighbourhood, states, order)
+        np.testing.assert_allclose(scan, matrix, atol=1e-10)
     assert_invariant_and_irreducible(matrix, pi, rows_atol=1e-10)
     assert_step_draws_from(matrix, kernel, target, states, spec.seed, spec.describe())
 
