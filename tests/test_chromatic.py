@@ -499,18 +499,32 @@ def test_potential_fn_with_terms():
     assert kernel.num_colours == 2
 
 
-def test_a_dense_model_warns_and_stays_exact():
+@pytest.mark.parametrize(
+    "chain_method",
+    ["sequential", *(pytest.param(m, marks=pytest.mark.slow) for m in ["vectorized", "parallel"])],
+)
+def test_a_dense_model_warns_and_stays_exact(chain_method):
+    """A dense model (one class per coordinate: the systematic scan) samples its
+    enumerated posterior under every chain method."""
+
     def dense_model():
         x = numpyro.sample("x", dist.Bernoulli(0.3).expand([3]))
         numpyro.factor("all", 0.5 * jnp.sum(x) ** 2)
 
     states, pi = enumerate_model(dense_model, (), {"x": ((3,), range(2))})
     kernel = ChromaticGibbs(dense_model)
-    mcmc = MCMC(kernel, num_warmup=100, num_samples=4000, progress_bar=False)
+    mcmc = MCMC(
+        kernel,
+        num_warmup=100,
+        num_samples=4000,
+        num_chains=2,
+        chain_method=chain_method,
+        progress_bar=False,
+    )
     with pytest.warns(UserWarning, match="interacts with every other"):
         mcmc.run(random.key(2))
-    assert kernel.num_colours == 3
-    draws = np.asarray(mcmc.get_samples()["x"])[None]
+    assert kernel.num_colours == 3 and not kernel.mh_test
+    draws = np.asarray(mcmc.get_samples(group_by_chain=True)["x"])
     assert_mean_within_mcse(draws, pi @ states)
 
 
