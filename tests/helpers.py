@@ -380,8 +380,8 @@ def site_scan_matrix(target, neighbourhood, states, order):
     for j in order:
         visit = np.zeros_like(sweep)
         for i, state in enumerate(states):
-            values, logits, _ = map(np.asarray, conditional(jnp.asarray(state), j))
-            probs = np.exp(logits - logits.max())
+            values, log_p_values = map(np.asarray, conditional(jnp.asarray(state), j))
+            probs = np.exp(log_p_values - log_p_values.max())
             ends = np.repeat(state[None], len(values), 0)
             ends[:, j] = values
             np.add.at(visit[i], lookup(ends), probs / probs.sum())

@@ -280,6 +280,26 @@ def test_site_scan_draws_exact_conditionals(space, x64):
     assert chi_square_rows(sampled_counts(sweep, target, states, 5), matrix) > 1e-3
 
 
+def test_site_scan_leaves_a_state_of_probability_zero(x64):
+    """From a state of probability zero (a start outside the support of a factor), the scan
+    draws each coordinate among its valid options: the row of that state is a distribution
+    on states of positive probability, no NaN."""
+
+    def forbidding(z):
+        x = z["x"]
+        both_off = (x[0] == 0) & (x[1] == 0)
+        return -jnp.stack([jnp.where(both_off, -jnp.inf, 0.4 * x[0]), 0.7 * x[0] * x[1]])
+
+    target = DiscreteTarget.from_potential(forbidding, {"x": jnp.ones(2, jnp.int32)})
+    states = np.array(list(itertools.product(range(2), repeat=2)), np.int32)
+    matrix = site_scan_matrix(target, target.neighbourhood, states, [0, 1])
+    pi = target_distribution(target, states)
+    assert pi[0] == 0.0 and np.all(np.isfinite(matrix))
+    np.testing.assert_allclose(matrix.sum(1), 1.0, atol=1e-12)
+    assert np.all(matrix[:, 0] == 0.0)
+    np.testing.assert_allclose(pi @ matrix, pi, atol=1e-12)
+
+
 def test_a_kernel_of_single_coordinate_classes_runs_the_site_scan():
     """Where every class is one coordinate with its whole support as options,
     ``ChromaticGibbs`` takes every draw untested (``mh_test`` is ``False``), whether or not

@@ -57,12 +57,13 @@ def site_conditional(
     x: jax.Array,
     log_p: jax.Array,
     j: jax.Array,
-) -> tuple[jax.Array, jax.Array, jax.Array]:
+) -> tuple[jax.Array, jax.Array]:
     """
-    The conditional of coordinate `j` at `x`, unnormalised: ``(values, logits,
-    log_p_values)`` of shape ``(1 + M,)``, its options (the current value first, then the
-    candidates), ``log pi`` of each option less ``log pi(x)`` (``-inf`` for an invalid
-    candidate) and ``log pi`` of each option, from ``M`` batched evaluations of the terms.
+    The conditional of coordinate `j` at `x`, unnormalised: ``(values, log_p_values)`` of
+    shape ``(1 + M,)``, its options (the current value first, then the candidates) and
+    ``log pi`` at each (``-inf`` for an invalid candidate or an undefined value), from
+    ``M`` batched evaluations of the terms. The conditional is their softmax, whatever
+    ``log pi(x)`` is (a state of probability zero moves to a valid option).
 
     :param log_p: ``log pi(x)``.
     """
@@ -70,11 +71,10 @@ def site_conditional(
     valid = neighbourhood.valid(x)[j]
     moves = jnp.where(valid, neighbourhood.candidates(x)[j], x_j).astype(x.dtype)  # (M,)
     log_p_moves = jax.vmap(lambda v: jnp.sum(log_terms(x.at[j].set(v))))(moves)
-    logits = jnp.where(valid & ~jnp.isnan(log_p_moves), log_p_moves - log_p, -jnp.inf)
+    log_p_values = jnp.concatenate([log_p[None], jnp.where(valid, log_p_moves, -jnp.inf)])
     return (
         jnp.concatenate([x_j[None], moves]),
-        jnp.concatenate([jnp.zeros((1,), logits.dtype), logits]),
-        jnp.concatenate([log_p[None], log_p_moves]),
+        jnp.where(jnp.isnan(log_p_values), -jnp.inf, log_p_values),
     )
 
 
@@ -98,9 +98,9 @@ def build_kernel(
     def visit(log_terms: LogTerms, carry: tuple, inputs: tuple) -> tuple:
         x, log_p = carry
         j, uniform = inputs
-        values, logits, log_p_values = site_conditional(log_terms, neighbourhood, x, log_p, j)
+        values, log_p_values = site_conditional(log_terms, neighbourhood, x, log_p, j)
         # inversion over the unnormalised probabilities, the current value's (slot 0) first
-        probs = jnp.exp(logits - jnp.max(logits))
+        probs = jnp.exp(log_p_values - jnp.max(log_p_values))
         slot = jnp.sum(jnp.cumsum(probs)[:-1] <= uniform * jnp.sum(probs), dtype=jnp.int32)
         return (x.at[j].set(values[slot]), log_p_values[slot]), slot > 0
 
