@@ -7,18 +7,20 @@ Metropolis-Hastings test is needed where the options are the coordinate's whole 
 Each coordinate then costs its ``M`` evaluations of ``log pi`` (batched) and nothing else:
 the new ``log pi`` is the evaluation of the value drawn (Geman and Geman 1984).
 
+Its state is the chromatic sweep's (:func:`~numpyro_discrete.core.chromatic.init`).
+
 Example: two coupled binary coordinates, visited in turn.
 
 .. doctest::
 
     >>> import numpy as np
     >>> import jax, jax.numpy as jnp
-    >>> from numpyro_discrete.core import site_scan
+    >>> from numpyro_discrete.core import chromatic, site_scan
     >>> from numpyro_discrete.core.neighbourhood import binary_neighbourhood
     >>> log_terms = lambda x: jnp.array([1.5 * (x[0] == x[1]), 0.5 * x[0]])
     >>> sweep = jax.jit(lambda key, s: site_scan.build_kernel(
     ...     binary_neighbourhood, np.arange(2))(key, s, log_terms))
-    >>> state = site_scan.init(jnp.zeros(2, jnp.int32), log_terms)
+    >>> state = chromatic.init(jnp.zeros(2, jnp.int32), log_terms)  # the sweeps' state
     >>> draws = []
     >>> for key in jax.random.split(jax.random.key(0), 4000):
     ...     state, info = sweep(key, state)
@@ -38,17 +40,11 @@ from jax import lax
 import jax.numpy as jnp
 
 from numpyro_discrete.core import noise
+from numpyro_discrete.core.chromatic import LogTerms
 from numpyro_discrete.core.neighbourhood import Neighbourhood
 from numpyro_discrete.core.state import Info, SweepState
 
-__all__ = ["build_kernel", "init", "site_conditional"]
-
-LogTerms = Callable[[jax.Array], jax.Array]
-
-
-def init(position: jax.Array, log_terms: LogTerms) -> SweepState:
-    """The state at `position`; ``log pi`` is the sum of the terms."""
-    return SweepState(position, jnp.sum(log_terms(position)))
+__all__ = ["build_kernel", "site_conditional"]
 
 
 def site_conditional(
