@@ -6,6 +6,7 @@ from numpyro_discrete.kernels.acs import ACS, ACSState
 from numpyro_discrete.kernels.auto import AutoDiscrete
 from numpyro_discrete.kernels.block_gibbs import BlockGibbs, BlockGibbsState
 from numpyro_discrete.kernels.chromatic import ChromaticGibbs, ChromaticGibbsState
+from numpyro_discrete.kernels.collapsed import CollapsedDraw, CollapsedDrawState
 from numpyro_discrete.kernels.dmala import DMALA, DMALAState
 from numpyro_discrete.kernels.lbp import ALBP, LBP, ALBPState, LBPState
 from numpyro_discrete.kernels.lbp_gibbs import LBPGibbs, LBPGibbsState
@@ -22,6 +23,8 @@ __all__ = [
     "BlockGibbsState",
     "ChromaticGibbs",
     "ChromaticGibbsState",
+    "CollapsedDraw",
+    "CollapsedDrawState",
     "DMALA",
     "DMALAState",
     "LBP",

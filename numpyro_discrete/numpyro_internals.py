@@ -12,12 +12,21 @@ entry, when a numpyro release changes one of them.
 - :func:`use_gibbs_state_class`: numpyro's ``Gibbs`` builds its state from the class
   attribute ``_state_cls``; :class:`~numpyro_discrete.LBPGibbs` sets its own state class,
   whose properties reach the fields of both blocks.
+- :func:`set_block_kernel`: numpyro's ``Gibbs`` holds its block kernels (each rebound to
+  the conditioned model) in ``_kernels``; :class:`~numpyro_discrete.LBPGibbs` sets its inner
+  block at ``init``, on the model with the discrete sites summed out where they can be.
 """
 
 from numpyro.infer.gibbs import Gibbs, GibbsState
+from numpyro.infer.mcmc import MCMCKernel
 from numpyro.infer.util import _prepare_model_for_potential
 
-__all__ = ["SAMPLE_FN_ATTRIBUTE", "prepare_model_for_potential", "use_gibbs_state_class"]
+__all__ = [
+    "SAMPLE_FN_ATTRIBUTE",
+    "prepare_model_for_potential",
+    "set_block_kernel",
+    "use_gibbs_state_class",
+]
 
 prepare_model_for_potential = _prepare_model_for_potential
 
@@ -34,3 +43,17 @@ def use_gibbs_state_class(gibbs_class: type[Gibbs], state_class: type[GibbsState
             "sets to build its own state; this numpyro version is not supported."
         )
     setattr(gibbs_class, _GIBBS_STATE_CLASS_ATTRIBUTE, state_class)
+
+
+_GIBBS_KERNELS_ATTRIBUTE = "_kernels"
+
+
+def set_block_kernel(gibbs: Gibbs, index: int, kernel: MCMCKernel) -> None:
+    """Make `kernel` (already on the model the block should run) block `index` of `gibbs`."""
+    kernels = getattr(gibbs, _GIBBS_KERNELS_ATTRIBUTE, None)
+    if not isinstance(kernels, tuple):
+        raise RuntimeError(
+            "numpyro's Gibbs no longer holds its block kernels in the tuple `_kernels`, which "
+            "LBPGibbs sets at `init`; this numpyro version is not supported."
+        )
+    setattr(gibbs, _GIBBS_KERNELS_ATTRIBUTE, kernels[:index] + (kernel,) + kernels[index + 1 :])

@@ -1,6 +1,13 @@
 """The discrete kernel chosen from the model's structure, :class:`AutoDiscrete` (the default
 of :class:`~numpyro_discrete.LBPGibbs`): at ``init`` it reads the structure once and runs
 
+0. inside :class:`~numpyro_discrete.LBPGibbs`, :class:`~numpyro_discrete.CollapsedDraw`
+   where the discrete coordinates are independent given the continuous sites (mixture
+   labels, occupancy indicators, abundances): the inner kernel moves the continuous sites
+   with the discrete ones summed out, which no ridge between the two can slow down. Not
+   for one coordinate: its exact Gibbs draw mixes as well, and the marginal costs ``M``
+   evaluations per gradient (the gallery's change point, 112 values: 1446 ESS/s summed
+   out against 13208 by a Gibbs draw);
 1. :class:`~numpyro_discrete.BlockGibbs` where a site's coordinates form coupled chains
    along one axis (an HMM's states in time, each chain of a factorial HMM): a joint draw
    of each chain from its exact conditional crosses what one-site moves cannot;
@@ -27,9 +34,12 @@ import jax
 from numpyro.infer.mcmc import MCMCKernel
 
 from numpyro_discrete.core.block_gibbs import MAX_BLOCK_VALUES, block_plan, value_counts
+from numpyro_discrete.core.collapse import MAX_SUMMED_VALUES
+from numpyro_discrete.core.neighbourhood import UNBOUNDED
 from numpyro_discrete.kernels.base import DiscreteKernel
 from numpyro_discrete.kernels.block_gibbs import BlockGibbs
 from numpyro_discrete.kernels.chromatic import ChromaticGibbs
+from numpyro_discrete.kernels.collapsed import CollapsedDraw, independence_problem
 from numpyro_discrete.kernels.lbp import ALBP
 from numpyro_discrete.model.errors import named_model_errors
 from numpyro_discrete.model.target import DiscreteTarget, model_target
@@ -54,12 +64,25 @@ class KernelChoice(NamedTuple):
     reason: str
 
 
-def choose_discrete_kernel(target: DiscreteTarget) -> KernelChoice:
-    """The discrete kernel for `target`, by the rule of this module's docstring."""
+def choose_discrete_kernel(target: DiscreteTarget, summable: bool = False) -> KernelChoice:
+    """The discrete kernel for `target`, by the rule of this module's docstring; with
+    `summable` (continuous sites beside, in :class:`~numpyro_discrete.LBPGibbs`), the
+    discrete sites may be summed out (:class:`~numpyro_discrete.CollapsedDraw`)."""
     structure, layout = target.structure, target.layout
     if target.structure_note:
         return KernelChoice(ALBP, f"no structure could be read ({target.structure_note})")
     supports = layout.coordinate_supports()
+    if summable and layout.num_coords > 1 and not independence_problem(target):
+        span = supports.upper.astype(np.int64) - supports.lower
+        bounded = span < MAX_SUMMED_VALUES
+        # a count unbounded above is summed to a truncation the draws watch; a bounded
+        # support too large to enumerate is not truncated
+        if np.all(bounded | (supports.upper >= UNBOUNDED)):
+            return KernelChoice(
+                CollapsedDraw,
+                "the discrete coordinates are independent given the continuous sites: "
+                "summed out of the continuous sites' target, then drawn exactly",
+            )
     counts = value_counts(supports)
     if not structure.dense_terms.size and counts.max() <= MAX_BLOCK_VALUES:
         axes = chain_axes(structure, layout.names, layout.shapes)
@@ -133,6 +156,8 @@ class AutoDiscrete(MCMCKernel):
         self.chosen: DiscreteKernel | None = None
         self.reason = ""
         self._given_sites: frozenset[str] | None = None
+        # whether `choose` ran for the next `init`
+        self._chosen_for_init = False
 
     @property
     def model(self) -> Callable:
@@ -142,21 +167,24 @@ class AutoDiscrete(MCMCKernel):
     def default_fields(self) -> tuple[str, ...]:
         return ("z",) if self.chosen is None else self.chosen.default_fields
 
-    def init(
+    def choose(
         self,
         rng_key: jax.Array,
-        num_warmup: int,
-        init_params: Mapping[str, jax.Array] | None,
         model_args: tuple,
         model_kwargs: Mapping[str, Any] | None,
-    ) -> NamedTuple:
+        summable: bool = False,
+    ) -> DiscreteKernel:
+        """Read the model, choose the kernel (:func:`choose_discrete_kernel`) and return it;
+        the next ``init`` initialises it without reading the model again.
+        :class:`~numpyro_discrete.LBPGibbs` chooses before its blocks are initialised, with
+        `summable`: the inner kernel's model depends on the choice."""
         kwargs = {} if model_kwargs is None else dict(model_kwargs)
         # the target the Gibbs kernels build (exact weights, the same key)
         with named_model_errors(type(self).__name__):
             target = model_target(
                 self._model, rng_key, model_args, kwargs, weights="exact", ordinal_window=None
             )
-        choice = choose_discrete_kernel(target)
+        choice = choose_discrete_kernel(target, summable)
         self.chosen, self.reason = choice.kernel(self._model), choice.reason
         logger.info("discrete kernel %s: %s", choice.kernel.__name__, choice.reason)
         if choice.kernel is not ALBP:
@@ -165,10 +193,24 @@ class AutoDiscrete(MCMCKernel):
         if choice.kernel is ChromaticGibbs:
             # a dense model chosen for its cheap sweep: no advice to expose its structure
             self.chosen._dense_chosen = bool(target.structure.dense_terms.size)
+        self._chosen_for_init = True
+        return self.chosen
+
+    def init(
+        self,
+        rng_key: jax.Array,
+        num_warmup: int,
+        init_params: Mapping[str, jax.Array] | None,
+        model_args: tuple,
+        model_kwargs: Mapping[str, Any] | None,
+    ) -> NamedTuple:
+        if not self._chosen_for_init:
+            self.choose(rng_key, model_args, model_kwargs)
+        self._chosen_for_init = False
         if self._given_sites is not None:
             self.chosen.given_init_sites(self._given_sites)
             self._given_sites = None
-        return self.chosen.init(rng_key, num_warmup, init_params, model_args, kwargs)
+        return self.chosen.init(rng_key, num_warmup, init_params, model_args, model_kwargs)
 
     def given_init_sites(self, sites: Collection[str]) -> None:
         """See :meth:`DiscreteKernel.given_init_sites
@@ -201,4 +243,4 @@ class AutoDiscrete(MCMCKernel):
 
     def __getstate__(self) -> dict[str, Any]:
         # the chosen kernel holds compiled functions; `init` chooses again after unpickling
-        return {**self.__dict__, "chosen": None, "reason": ""}
+        return {**self.__dict__, "chosen": None, "reason": "", "_chosen_for_init": False}

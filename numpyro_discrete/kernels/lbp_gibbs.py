@@ -9,14 +9,15 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import jax
-from jax import random
+from jax import lax, random
 
-from numpyro.infer.gibbs import Gibbs, GibbsState
+from numpyro.infer.gibbs import Gibbs, GibbsState, any_changed, conditioned, with_conditioning
 from numpyro.infer.hmc import HMC
 from numpyro.infer.mcmc import MCMCKernel
 from numpyro.util import is_prng_key
 
 from numpyro_discrete.kernels.auto import AutoDiscrete
+from numpyro_discrete.kernels.collapsed import CollapsedDraw, summed_out_model
 from numpyro_discrete.kernels.lbp import ALBP
 from numpyro_discrete.kernels.lbp_gibbs_checks import check_arguments, check_model_sites
 from numpyro_discrete.kernels.lbp_gibbs_state import LBPGibbsState
@@ -24,7 +25,11 @@ from numpyro_discrete.kernels.repeated import RepeatedKernel
 from numpyro_discrete.model.chain_start import init_strategy_start
 from numpyro_discrete.model.layout import discrete_sites
 from numpyro_discrete.model.sites import ModelSites
-from numpyro_discrete.numpyro_internals import SAMPLE_FN_ATTRIBUTE, use_gibbs_state_class
+from numpyro_discrete.numpyro_internals import (
+    SAMPLE_FN_ATTRIBUTE,
+    set_block_kernel,
+    use_gibbs_state_class,
+)
 
 __all__ = ["LBPGibbs", "LBPGibbsState"]
 
@@ -159,6 +164,12 @@ class LBPGibbs(Gibbs):
         if num_discrete_steps > 1:
             discrete_kernel = RepeatedKernel(discrete_kernel, num_discrete_steps)
         super().__init__([(discrete_kernel, discrete_sites), (inner_kernel, None)])
+        # the inner kernel as given: at `init`, on the model conditioned on the discrete
+        # sites, or with them summed out (`CollapsedDraw`)
+        self._inner_source = inner_kernel
+        # set at `init`: the discrete block when it is a CollapsedDraw (the sweep then runs
+        # the inner kernel on the summed-out model first, and the draw after it)
+        self._collapsed: CollapsedDraw | None = None
         # set at `init`: True when the model has no continuous latent sites
         self._discrete_only = False
         # `(arguments, jitted init)` of the last one-chain `init` (see `_init_one_chain`)
@@ -249,8 +260,75 @@ class LBPGibbs(Gibbs):
         arguments = (num_warmup, model_args, model_kwargs)
         cached = self._compiled_init
         if cached is None or not _same_objects(cached[0], arguments):
+            # (the blocks a compiled init was traced with stay those of its later runs)
+            self._collapsed = self._prepare_blocks(rng_key, sites, model_args, model_kwargs)
             cached = self._compiled_init = (arguments, jax.jit(init))
-        return cached[1](rng_key, init_params)
+        state = cached[1](rng_key, init_params)
+        if self._collapsed is not None:
+            setattr(self, SAMPLE_FN_ATTRIBUTE, self._sample_collapsed)
+        return state
+
+    def _prepare_blocks(
+        self, rng_key: jax.Array, sites: ModelSites, model_args: tuple, model_kwargs: dict
+    ) -> CollapsedDraw | None:
+        """Choose the discrete kernel now where it is chosen from the structure (the inner
+        kernel's model depends on it) and set the inner block: on the model conditioned on
+        the discrete sites, or with them summed out when the discrete kernel is a
+        :class:`CollapsedDraw`, which this returns."""
+        block = self._discrete_block
+        if isinstance(block, AutoDiscrete):
+            prototype = {name: sites.trace[name]["value"] for name in sites.continuous}
+            block = block.choose(
+                random.fold_in(rng_key, 4),
+                model_args,
+                with_conditioning(model_kwargs, prototype),
+                summable=True,
+            )
+        draw = block if isinstance(block, CollapsedDraw) else None
+        if draw is None:
+            inner = self._inner_source.wrap_model(conditioned)
+        else:
+            inner = self._inner_source.wrap_model(
+                lambda model: summed_out_model(conditioned(model), draw, sites.discrete)
+            )
+        set_block_kernel(self, 1, inner)
+        return draw
+
+    def _sample_collapsed(
+        self, state: LBPGibbsState, model_args: tuple, model_kwargs: Mapping[str, Any] | None
+    ) -> LBPGibbsState:
+        """One sweep of the partially collapsed sampler: the inner kernel on the continuous
+        sites' marginal (the discrete sites summed out), then the discrete sites drawn from
+        their exact conditional given the new continuous values (in this order: drawn
+        before, they would be paired with stale continuous values)."""
+        model_kwargs = {} if model_kwargs is None else model_kwargs
+        draw_kernel, inner = (kernel for kernel, _ in self.blocks)
+        discrete_state, hmc_state = state.block_states
+        x = discrete_state.z
+        kwargs_inner = with_conditioning(model_kwargs, x)
+        hmc_state = inner.sample(hmc_state, model_args, kwargs_inner)
+        constrain = inner.get_constrain_fn(model_args, kwargs_inner)
+        theta = {name: value for name, value in constrain(hmc_state.z).items() if name not in x}
+        discrete_state = draw_kernel.sample(
+            discrete_state, model_args, with_conditioning(model_kwargs, theta)
+        )
+        # the inner state's potential energy and gradient at the new draw (the same marginal
+        # up to rounding, computed through the new values)
+        moved = any_changed(x, discrete_state.z)
+        hmc_state = lax.cond(
+            moved,
+            lambda s: inner.refresh(
+                s, model_args, with_conditioning(model_kwargs, discrete_state.z)
+            ),
+            lambda s: s,
+            hmc_state,
+        )
+        rng_key, _ = random.split(state.rng_key)
+        return state._replace(
+            z={**hmc_state.z, **discrete_state.z},
+            block_states=(discrete_state, hmc_state),
+            rng_key=rng_key,
+        )
 
     def _start(
         self,
@@ -295,8 +373,10 @@ class LBPGibbs(Gibbs):
             params = self._start(rng_key, params, sites, model_args, model_kwargs)
             return Gibbs.init(self, rng_key, num_warmup, params, model_args, model_kwargs)
 
+        self._collapsed = self._prepare_blocks(rng_keys[0], sites, model_args, model_kwargs)
         state = jax.jit(jax.vmap(init_one))(rng_keys, init_params)
-        setattr(self, SAMPLE_FN_ATTRIBUTE, jax.vmap(self._sample_one, in_axes=(0, None, None)))
+        sweep = self._sample_one if self._collapsed is None else self._sample_collapsed
+        setattr(self, SAMPLE_FN_ATTRIBUTE, jax.vmap(sweep, in_axes=(0, None, None)))
         return state
 
     def _sample_discrete(
@@ -338,6 +418,15 @@ class LBPGibbs(Gibbs):
         if self._discrete_only:
             return self._discrete_block.postprocess_fn(model_args, model_kwargs)
         return super().postprocess_fn(model_args, model_kwargs)
+
+    def wrap_model(self, wrapper: Callable[[Callable], Callable]) -> "LBPGibbs":
+        """numpyro's :meth:`Gibbs.wrap_model <numpyro.infer.gibbs.Gibbs.wrap_model>` (LBPGibbs
+        as a block of a larger ``Gibbs``), the inner kernel as given wrapped too (``init``
+        sets the inner block from it)."""
+        kernel = super().wrap_model(wrapper)
+        kernel._inner_source = self._inner_source.wrap_model(wrapper)
+        kernel._compiled_init = None
+        return kernel
 
     def __getstate__(self) -> dict[str, Any]:
         # the compiled init closes over the model's arguments: compiled again after unpickling

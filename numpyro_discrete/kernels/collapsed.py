@@ -1,0 +1,274 @@
+"""The discrete block of a partially collapsed Gibbs sampler, :class:`CollapsedDraw`: where the
+discrete coordinates are independent given the continuous sites, :class:`~numpyro_discrete.
+LBPGibbs` moves the continuous sites on their marginal, the discrete ones summed out
+(:func:`summed_out_model`), and then draws the discrete ones from their exact conditional
+(:mod:`numpyro_discrete.core.collapse`)."""
+
+from collections.abc import Callable, Collection, Mapping
+from typing import Any
+import warnings
+
+import numpy as np
+
+import jax
+from jax import lax, random
+import jax.numpy as jnp
+
+import numpyro
+from numpyro import handlers
+from numpyro.infer.gibbs import GIBBS_SITES_KWARG, with_conditioning
+
+from numpyro_discrete.core import collapse
+from numpyro_discrete.core.neighbourhood import UNBOUNDED
+from numpyro_discrete.core.rows import row_logsumexp, row_take
+from numpyro_discrete.core.state import Info, SweepState
+from numpyro_discrete.kernels.exact_sweep import ExactSweepKernel, ExactSweepState
+from numpyro_discrete.model.errors import ModelError
+from numpyro_discrete.model.target import DiscreteTarget
+
+__all__ = [
+    "SUMMED_OUT_FACTOR",
+    "TRUNCATION_TOLERANCE",
+    "CollapsedDraw",
+    "CollapsedDrawState",
+    "summed_out_model",
+]
+
+TRUNCATION_TOLERANCE = 1e-6
+"""The largest conditional probability of a truncated coordinate's last option a sampling
+step may give without a warning (the mass beyond it is of that order)."""
+
+SUMMED_OUT_FACTOR = "_discrete_summed_out"
+"""The name of the factor :func:`summed_out_model` adds to the model."""
+
+
+class CollapsedDrawState(ExactSweepState):
+    """State of :class:`CollapsedDraw`, its fields those of
+    :class:`~numpyro_discrete.kernels.exact_sweep.ExactSweepState` (one class: every
+    coordinate drawn at once; ``accept_prob`` is 1)."""
+
+    __slots__ = ()
+
+
+class CollapsedDraw(ExactSweepKernel):
+    """
+    Draws every discrete coordinate at once from its exact conditional, for models whose
+    discrete coordinates are independent given the continuous sites (mixture labels,
+    occupancy and capture indicators, abundances of independent sites): each term of the
+    log joint depends on at most one of them (one colour class, detection proven).
+
+    As the discrete kernel of :class:`~numpyro_discrete.LBPGibbs` (chosen by default where
+    it applies), it is the second half of a partially collapsed Gibbs sampler [1]: the
+    inner ``HMC``/``NUTS`` moves the continuous sites on their marginal, the discrete
+    coordinates summed out (``sum_j logsumexp_v`` of each coordinate's terms, from ``M``
+    batched evaluations of the model, differentiable), and the coordinates are then drawn
+    given the new continuous values. The continuous sites never wait for the discrete ones:
+    a ridge between them (an N-mixture's abundances and detection probability, a mixture's
+    labels and locations) costs nothing. Alone, on a model without continuous sites, it
+    draws independent exact samples.
+
+    A coordinate's options are its support's first ``max_values`` values: a larger support
+    (a Poisson count) is truncated there, which samples the posterior conditioned on every
+    coordinate staying below. A ``RuntimeWarning`` names the site when a sampling step
+    gives the last option a conditional probability above :data:`TRUNCATION_TOLERANCE`.
+
+    **References:**
+
+    1. *Partially Collapsed Gibbs Samplers: Theory and Methods*, David A. van Dyk, Taeyoung
+       Park (2008)
+
+    :param model: Python callable containing numpyro primitives.
+    :param int max_values: the most options of a coordinate (default
+        :data:`~numpyro_discrete.core.collapse.MAX_SUMMED_VALUES`); each costs one batched
+        evaluation of the model's terms per draw, and per gradient of the marginal.
+
+    **Example**
+
+    .. doctest::
+
+        >>> import jax
+        >>> import jax.numpy as jnp
+        >>> import numpyro
+        >>> import numpyro.distributions as dist
+        >>> from numpyro.infer import MCMC, NUTS
+        >>> from numpyro_discrete import CollapsedDraw, LBPGibbs
+        ...
+        >>> def model(y):  # two-component mixture, labels as indices
+        ...     locs = numpyro.sample("locs", dist.Normal(0.0, 5.0).expand([2]))
+        ...     with numpyro.plate("data", y.shape[0]):
+        ...         z = numpyro.sample("z", dist.Bernoulli(0.5))
+        ...         numpyro.sample("y", dist.Normal(locs[z], 1.0), obs=y)
+        ...
+        >>> y = jnp.concatenate([jnp.full(20, -2.0), jnp.full(20, 2.0)])
+        >>> kernel = LBPGibbs(NUTS(model), discrete_kernel=CollapsedDraw(model))
+        >>> mcmc = MCMC(kernel, num_warmup=300, num_samples=1000, progress_bar=False)
+        >>> mcmc.run(jax.random.key(0), y)
+        >>> locs = jnp.sort(mcmc.get_samples()["locs"], axis=-1)
+        >>> assert jnp.allclose(locs.mean(0), jnp.array([-2.0, 2.0]), atol=0.4)
+    """
+
+    state_type = CollapsedDrawState
+    _sweeps = True
+    _mh_test = False
+
+    def __init__(self, model: Callable, *, max_values: int = collapse.MAX_SUMMED_VALUES) -> None:
+        if not callable(model):
+            raise TypeError(
+                f"CollapsedDraw: `model` must be a numpyro model function, got "
+                f"{type(model).__name__}."
+            )
+        if int(max_values) < 2:
+            raise ValueError(f"CollapsedDraw: `max_values` must be at least 2, got {max_values}.")
+        self._max_values = int(max_values)
+        super().__init__(model, weights="exact")
+
+    @property
+    def table(self) -> collapse.OptionTable | None:
+        """The options of every coordinate and the owner of every term (after ``init``)."""
+        return self._table
+
+    def _reset_init(self) -> None:
+        super()._reset_init()
+        self._table: collapse.OptionTable | None = None
+        self._warned_truncation = False
+
+    def get_diagnostics_str(self, state: CollapsedDrawState) -> str:
+        return f"exact draws, {self._table.values.shape[1]} options"
+
+    def _setup(self, target: DiscreteTarget) -> None:
+        problem = independence_problem(target)
+        if problem:
+            raise ModelError(
+                f"CollapsedDraw needs discrete coordinates that are independent given the "
+                f"continuous sites, but {problem}. Use ChromaticGibbs or the default "
+                "discrete kernel of LBPGibbs."
+            )
+        structure = target.structure
+        self._table = table = collapse.option_table(
+            target.supports,
+            structure.pair_terms,
+            structure.pair_coords,
+            structure.num_terms,
+            self._max_values,
+        )
+        self._warned_truncation = False
+
+        def transition(
+            rng_key: jax.Array, state: SweepState, log_terms: Callable
+        ) -> tuple[SweepState, Info]:
+            free, s = collapse.log_potentials(log_terms, table)
+            x, log_p, top = collapse.draw(rng_key, table, s)
+            info = Info(
+                jnp.ones((), s.dtype),
+                jnp.array(True),
+                jnp.sum(x != state.position, dtype=jnp.int32),
+            )
+            return SweepState(x, free + log_p), (info, top)
+
+        self._transition = transition
+
+    def _step(
+        self, state: CollapsedDrawState, position: SweepState, log_terms: Callable
+    ) -> CollapsedDrawState:
+        key_next, key_step = random.split(state.rng_key)
+        new, (info, top) = self._transition(key_step, position, log_terms)
+        state = self.state_type(**self._step_fields(state, new, info, key_next))
+        if self._check_in_sample and np.any(self._table.truncated):
+            state = self._check_truncation(state, top)
+        return state
+
+    def _check_truncation(self, state: CollapsedDrawState, top: jax.Array) -> CollapsedDrawState:
+        # gated like the stuck-coordinate check: a `pure_callback` under a `lax.cond` that
+        # is false unless a sampling step put mass on a truncated coordinate's last option
+        step = state.i[0] if self._batched else state.i
+        top = jnp.max(top)
+
+        def report(state: CollapsedDrawState) -> CollapsedDrawState:
+            flag = jax.pure_callback(
+                self._warn_truncation,
+                jax.ShapeDtypeStruct((), jnp.int32),
+                top,
+                vmap_method="sequential",
+            )
+            return state._replace(num_changed=state.num_changed + flag)
+
+        late = (step > self._num_warmup) & (top > TRUNCATION_TOLERANCE)
+        return lax.cond(late, report, lambda s: s, state)
+
+    def _warn_truncation(self, top: np.ndarray) -> np.int32:
+        if not self._warned_truncation:
+            self._warned_truncation = True
+            sites = sorted(
+                {
+                    self._target.layout.coordinate_name(j)[0]
+                    for j in np.flatnonzero(self._table.truncated)
+                }
+            )
+            last = self._table.values.shape[1]
+            warnings.warn(
+                f"CollapsedDraw: sites {sites} are summed over their first {last} values, but "
+                f"a sampling step gave the last of them a conditional probability of "
+                f"{float(top):.2g} (more than {TRUNCATION_TOLERANCE}): the truncation cuts "
+                f"posterior mass. Pass `CollapsedDraw(model, max_values=...)` with more "
+                f"values, or use ChromaticGibbs.",
+                RuntimeWarning,
+                stacklevel=1,
+            )
+        return np.int32(0)
+
+    def summed_out_correction(
+        self, model_args: tuple, model_kwargs: Mapping[str, Any], x: Mapping[str, jax.Array]
+    ) -> jax.Array:
+        """``sum_j [logsumexp_v s_j(v) - s_j(x_j)]`` under the conditioning in
+        `model_kwargs` (the continuous values): added to ``log pi(x, theta)`` it gives the
+        marginal ``log p(theta)``, whatever the (drawn, hence listed) values `x`."""
+        log_terms = self._target.log_terms(model_args, model_kwargs)
+        _, s = collapse.log_potentials(log_terms, self._table)
+        slots = collapse.options_of(self._table, self._target.flatten(x))
+        return jnp.sum(row_logsumexp(s)) - jnp.sum(row_take(s, slots))
+
+
+def independence_problem(target: DiscreteTarget) -> str:
+    """Why the coordinates of `target` cannot be summed out one by one (empty if they can)."""
+    structure = target.structure
+    if target.structure_note:
+        return f"the structure could not be read ({target.structure_note})"
+    if structure.dense_terms.size or structure.num_colours != 1:
+        return f"they interact ({structure.num_colours} colour classes)"
+    if not structure.exact:
+        return "the detection read values that may change, so independence is not proven"
+    if np.any(target.supports.lower <= -UNBOUNDED):
+        return "a site's support is unbounded below"
+    return ""
+
+
+def summed_out_model(
+    model: Callable, draw: CollapsedDraw, discrete_names: Collection[str]
+) -> Callable:
+    """`model` (conditioned: it reads the discrete values from its Gibbs keyword argument)
+    with the discrete sites summed out: a factor adds ``draw``'s
+    :meth:`~CollapsedDraw.summed_out_correction` at the continuous values the model
+    drew, so that its log density is the continuous sites' marginal."""
+    return _SummedOut(model, draw, tuple(discrete_names))
+
+
+class _SummedOut:
+    # a class, not a closure: numpyro's MCMC pickles kernels, with their models
+    def __init__(self, model: Callable, draw: CollapsedDraw, discrete_names: tuple) -> None:
+        self.model, self.draw, self.discrete_names = model, draw, discrete_names
+
+    def __call__(self, *args: Any, **kwargs: Any) -> None:
+        with handlers.trace() as model_trace:
+            self.model(*args, **kwargs)
+        conditioning = kwargs.get(GIBBS_SITES_KWARG, {})
+        x = {name: conditioning[name] for name in self.discrete_names}
+        theta = {
+            name: site["value"]
+            for name, site in model_trace.items()
+            if site["type"] == "sample" and not site["is_observed"]
+        }
+        # the model evaluated again inside, hidden from the handlers of the caller (whose
+        # trace would see its sites twice)
+        with handlers.block():
+            correction = self.draw.summed_out_correction(args, with_conditioning(kwargs, theta), x)
+        numpyro.factor(SUMMED_OUT_FACTOR, correction)

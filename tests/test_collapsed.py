@@ -1,0 +1,233 @@
+"""The partially collapsed sampler: :class:`CollapsedDraw` as LBPGibbs's discrete block, the
+inner kernel on the model with the discrete sites summed out. Exact checks of the code MCMC
+runs (the inner kernel's model is the enumerated marginal, in value and gradient; the
+draw's table is the enumerated conditional), the choice from the structure, the truncation
+warning, and draws against a posterior computed on a grid, under every chain method."""
+
+import itertools
+import logging
+
+import numpy as np
+import pytest
+
+import jax
+from jax import random
+import jax.numpy as jnp
+from jax.scipy.special import logsumexp
+
+import numpyro
+import numpyro.distributions as dist
+from numpyro.infer import MCMC, NUTS
+from numpyro.infer.gibbs import with_conditioning
+from numpyro.infer.util import log_density
+
+from numpyro_discrete import ChromaticGibbs, CollapsedDraw, LBPGibbs, ModelError
+from numpyro_discrete.core import collapse
+from numpyro_discrete.core.rows import row_log_softmax
+
+Y = np.array([-1.2, 0.3, 2.1, 1.7, -0.4])
+COUNTS = np.array([[3.0, 1.0], [0.0, 2.0], [4.0, 4.0]])
+
+
+def label_model(y):
+    """Labels of three values, a scalar location they scale and a scale: the labels are
+    independent given the continuous sites."""
+    loc = numpyro.sample("loc", dist.Normal(0.0, 2.0))
+    scale = numpyro.sample("scale", dist.HalfNormal(1.5))
+    with numpyro.plate("data", y.shape[0]):
+        z = numpyro.sample("z", dist.Categorical(jnp.array([0.3, 0.5, 0.2])))
+        numpyro.sample("y", dist.Normal(loc * (z - 1.0), scale), obs=y)
+
+
+def count_model(counts):
+    """An N-mixture: Poisson abundances, binomial counts (supports unbounded above)."""
+    rate = numpyro.sample("rate", dist.Exponential(0.3))
+    detection = numpyro.sample("detection", dist.Beta(2.0, 2.0))
+    with numpyro.plate("sites", counts.shape[0]):
+        abundance = numpyro.sample("N", dist.Poisson(rate))
+        with numpyro.plate("visits", counts.shape[1], dim=-2):
+            numpyro.sample("counts", dist.Binomial(abundance, detection), obs=counts.T)
+
+
+def initialised(model, args, discrete_kernel=None):
+    kernel = LBPGibbs(NUTS(model), discrete_kernel=discrete_kernel or "auto")
+    kernel.init(random.key(0), 0, None, args, {})
+    return kernel
+
+
+def enumerated_marginal(model, args, theta, site, values, shape):
+    """``log sum_x pi(x, theta)`` over every `x` in ``values^shape``, by brute force."""
+    states = jnp.array(list(itertools.product(values, repeat=int(np.prod(shape)))))
+    states = states.reshape((-1,) + shape)
+
+    def log_joint(theta, x):
+        return log_density(model, args, {}, {**theta, site: x})[0]
+
+    return logsumexp(jax.vmap(log_joint, in_axes=(None, 0))(theta, states))
+
+
+def test_the_inner_kernels_model_is_the_enumerated_marginal(x64):
+    y = jnp.asarray(Y)
+    kernel = initialised(label_model, (y,))
+    assert isinstance(kernel.discrete_kernel, CollapsedDraw)
+    inner_model = kernel.inner_kernel.model
+
+    @jax.jit
+    def summed_out(theta, x):
+        return log_density(inner_model, (y,), with_conditioning({}, x), theta)[0]
+
+    @jax.jit
+    def exact(theta):
+        return enumerated_marginal(label_model, (y,), theta, "z", range(3), Y.shape)
+
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        theta = {"loc": jnp.asarray(rng.normal() * 2), "scale": jnp.asarray(rng.uniform(0.3, 2))}
+        x = {"z": jnp.asarray(rng.integers(0, 3, Y.shape[0]))}
+        np.testing.assert_allclose(summed_out(theta, x), exact(theta), rtol=1e-10)
+        grads = jax.grad(summed_out)(theta, x), jax.grad(exact)(theta)
+        for name in theta:
+            np.testing.assert_allclose(grads[0][name], grads[1][name], rtol=1e-8)
+
+
+def test_a_truncated_count_sums_to_the_marginal(x64):
+    counts = jnp.asarray(COUNTS)
+    kernel = initialised(count_model, (counts,))
+    draw = kernel.discrete_kernel
+    assert isinstance(draw, CollapsedDraw) and draw.table.truncated.all()
+    theta = {"rate": jnp.asarray(3.0), "detection": jnp.asarray(0.6)}
+    x = {"N": jnp.array([5, 3, 6])}  # the site's dtype
+    inner_model = kernel.inner_kernel.model
+    summed_out = jax.jit(
+        lambda: log_density(inner_model, (counts,), with_conditioning({}, x), theta)[0]
+    )()
+
+    # the sites are independent: the marginal is a sum of per-site sums (to 400)
+    @jax.jit
+    def exact():
+        def site_terms(n, site_counts):
+            log_p = dist.Poisson(theta["rate"]).log_prob(n)
+            return log_p + jnp.sum(dist.Binomial(n, theta["detection"]).log_prob(site_counts))
+
+        per_site = jax.vmap(jax.vmap(site_terms, (0, None)), (None, 0))(jnp.arange(401), counts)
+        log_prior = dist.Exponential(0.3).log_prob(theta["rate"])
+        return log_prior + dist.Beta(2.0, 2.0).log_prob(theta["detection"]) + jnp.sum(
+            logsumexp(per_site, axis=1)
+        )
+
+    np.testing.assert_allclose(summed_out, exact(), rtol=1e-10)
+
+
+def test_the_draw_is_the_enumerated_conditional(x64):
+    kernel = initialised(label_model, (jnp.asarray(Y),))
+    draw = kernel.discrete_kernel
+    theta = {"loc": jnp.asarray(1.3), "scale": jnp.asarray(0.8)}
+    log_terms = draw._target.log_terms((jnp.asarray(Y),), with_conditioning({}, theta))
+    _, s = collapse.log_potentials(log_terms, draw.table)
+    # brute force: the joint over 3^5 label vectors, marginalised to each coordinate
+    states = np.array(list(itertools.product(range(3), repeat=Y.shape[0])))
+    log_joint = jax.vmap(
+        lambda x: log_density(label_model, (jnp.asarray(Y),), {}, {**theta, "z": x})[0]
+    )(jnp.asarray(states))
+    probs = np.exp(np.asarray(log_joint - logsumexp(log_joint)))
+    for j in range(Y.shape[0]):
+        marginal = np.bincount(states[:, j], weights=probs, minlength=3)
+        np.testing.assert_allclose(np.exp(row_log_softmax(s))[j], marginal, rtol=1e-10)
+    # and the kernel's draws follow it (chi-square over 4000 draws of coordinate 0)
+    step = jax.jit(lambda key: collapse.draw(key, draw.table, s)[0])
+    draws = np.asarray(jax.vmap(step)(random.split(random.key(1), 4000)))
+    expected = 4000 * np.bincount(states[:, 0], weights=probs, minlength=3)
+    chi2 = np.sum((np.bincount(draws[:, 0], minlength=3) - expected) ** 2 / expected)
+    assert chi2 < 13.8  # 2 degrees of freedom, p = 0.001
+
+
+def test_the_choice_reports_collapsing_and_a_given_kernel_stays(caplog):
+    with caplog.at_level(logging.INFO, logger="numpyro_discrete"):
+        kernel = initialised(label_model, (jnp.asarray(Y),))
+    assert isinstance(kernel.discrete_kernel, CollapsedDraw)
+    assert "discrete kernel CollapsedDraw" in caplog.text
+    given = initialised(label_model, (jnp.asarray(Y),), ChromaticGibbs(label_model))
+    assert isinstance(given.discrete_kernel, ChromaticGibbs)
+    assert given.inner_kernel.model is not kernel.inner_kernel.model
+
+
+def test_one_coordinate_is_not_summed_out():
+    def change_point(y):
+        rate = numpyro.sample("rate", dist.Exponential(1.0).expand([2]))
+        tau = numpyro.sample("tau", dist.Categorical(logits=jnp.zeros(y.shape[0])))
+        late = jnp.arange(y.shape[0]) >= tau
+        numpyro.sample("y", dist.Poisson(jnp.where(late, rate[1], rate[0])), obs=y)
+
+    kernel = initialised(change_point, (jnp.array([1.0, 0.0, 2.0, 5.0, 4.0]),))
+    assert not isinstance(kernel.discrete_kernel, CollapsedDraw)
+
+
+def test_coupled_coordinates_are_refused():
+    def chain():
+        theta = numpyro.sample("theta", dist.Normal())
+        x = numpyro.sample("x", dist.Bernoulli(0.5).expand([6]))
+        numpyro.factor("stick", 1.5 * (x[1:] == x[:-1]) + theta * x[0])
+
+    with pytest.raises(ModelError, match="CollapsedDraw.*independent.*interact"):
+        initialised(chain, (), CollapsedDraw(chain))
+
+
+def test_a_truncation_that_cuts_posterior_mass_warns():
+    counts = jnp.array([[30.0, 28.0], [25.0, 33.0]])
+    kernel = LBPGibbs(NUTS(count_model), discrete_kernel=CollapsedDraw(count_model, max_values=40))
+    mcmc = MCMC(kernel, num_warmup=50, num_samples=50, progress_bar=False)
+    with pytest.warns(RuntimeWarning, match=r"sites \['N'\] are summed over their first 40"):
+        mcmc.run(random.key(0), counts)
+
+
+def grid_posterior():
+    """Posterior means of ``loc``, ``sum_i z_i`` and ``loc * sum_i z_i`` of
+    :func:`label_model`, on a grid of ``(loc, scale)`` with the labels summed exactly."""
+    loc = np.linspace(-8.0, 8.0, 801)[:, None]
+    scale = np.linspace(0.005, 8.0, 1600)[None, :]
+    y, prior = np.asarray(Y), np.log([0.3, 0.5, 0.2])
+    log_w = -0.5 * (loc / 2.0) ** 2 - 0.5 * (scale / 1.5) ** 2
+    expected_sum = 0.0
+    for y_i in y:
+        log_site = np.stack(
+            [
+                prior[v] - 0.5 * ((y_i - loc * (v - 1.0)) / scale) ** 2 - np.log(scale)
+                for v in range(3)
+            ]
+        )
+        total = logsumexp(log_site, axis=0)
+        log_w = log_w + total
+        weights = np.exp(log_site - total)
+        expected_sum = expected_sum + weights[1] + 2 * weights[2]
+    w = np.exp(log_w - log_w.max())
+    w /= w.sum()
+    loc = np.broadcast_to(loc, w.shape)
+    return {
+        "loc": np.sum(w * loc),
+        "z_sum": np.sum(w * expected_sum),
+        "loc_z_sum": np.sum(w * loc * expected_sum),
+    }
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("chain_method", ["sequential", "vectorized", "parallel"])
+def test_draws_match_the_grid_posterior(chain_method):
+    """A joint moment (``loc * sum z``) as well as the marginal ones: labels drawn before the
+    continuous move instead of after it would pair each draw with stale ``loc``."""
+    exact = grid_posterior()
+    kernel = LBPGibbs(NUTS(label_model))
+    mcmc = MCMC(kernel, num_warmup=500, num_samples=4000, num_chains=2,
+                chain_method=chain_method, progress_bar=False)  # fmt: skip
+    mcmc.run(random.key(3), jnp.asarray(Y))
+    assert isinstance(kernel.discrete_kernel, CollapsedDraw)
+    samples = mcmc.get_samples(group_by_chain=True)
+    z_sum = np.asarray(samples["z"]).sum(-1)
+    draws = {
+        "loc": np.asarray(samples["loc"]),
+        "z_sum": z_sum,
+        "loc_z_sum": np.asarray(samples["loc"]) * z_sum,
+    }
+    for name, value in draws.items():
+        ess = numpyro.diagnostics.effective_sample_size(value)
+        error = abs(value.mean() - exact[name]) / (value.std() / np.sqrt(ess))
+        assert error < 4.5, (name, value.mean(), exact[name])
