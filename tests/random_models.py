@@ -160,6 +160,27 @@ def model_specs(draw, continuous: bool | None = None) -> ModelSpec:
     return ModelSpec(sites, terms, has_continuous, draw(st.integers(0, 2**16)))
 
 
+# idioms that, with both sites the same, give each coordinate terms of its own
+PER_COORDINATE_IDIOMS = ("table", "where", "product", "pair_table", "observed")
+
+
+@st.composite
+def independent_model_specs(draw) -> ModelSpec:
+    """A random model with a continuous site whose discrete coordinates are independent
+    given it (every term on one coordinate: labels, indicators), of 2 to
+    :data:`MAX_COORDS` coordinates."""
+    spec = draw(model_specs(continuous=True))
+    if spec.num_coords < 2:
+        draw(st.nothing())
+    num_sites = len(spec.sites)
+    terms = []
+    for term in spec.terms:
+        first = draw(st.integers(0, num_sites - 1))
+        idiom = draw(st.sampled_from(PER_COORDINATE_IDIOMS))
+        terms.append(TermSpec(idiom, first, first, term.wrapper))
+    return spec._replace(terms=tuple(terms))
+
+
 def _distribution(site: SiteSpec, rng: np.random.Generator, batch: tuple[int, ...]):
     if site.kind == "bernoulli":
         return dist.Bernoulli(probs=jnp.asarray(rng.uniform(0.2, 0.8, batch)))

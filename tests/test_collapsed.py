@@ -111,8 +111,10 @@ def test_a_truncated_count_sums_to_the_marginal(x64):
 
         per_site = jax.vmap(jax.vmap(site_terms, (0, None)), (None, 0))(jnp.arange(401), counts)
         log_prior = dist.Exponential(0.3).log_prob(theta["rate"])
-        return log_prior + dist.Beta(2.0, 2.0).log_prob(theta["detection"]) + jnp.sum(
-            logsumexp(per_site, axis=1)
+        return (
+            log_prior
+            + dist.Beta(2.0, 2.0).log_prob(theta["detection"])
+            + jnp.sum(logsumexp(per_site, axis=1))
         )
 
     np.testing.assert_allclose(summed_out, exact(), rtol=1e-10)

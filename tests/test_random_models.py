@@ -32,8 +32,20 @@ import jax.numpy as jnp
 import numpyro
 import numpyro.distributions as dist
 from numpyro.infer import MCMC, NUTS
+from numpyro.infer.gibbs import with_conditioning
+from numpyro.infer.util import log_density
 
-from numpyro_discrete import ACS, ALBP, DMALA, LBP, BlockGibbs, ChromaticGibbs, LBPGibbs
+from numpyro_discrete import (
+    ACS,
+    ALBP,
+    DMALA,
+    LBP,
+    AutoDiscrete,
+    BlockGibbs,
+    ChromaticGibbs,
+    CollapsedDraw,
+    LBPGibbs,
+)
 from numpyro_discrete.core import block_gibbs, chromatic
 from numpyro_discrete.core.neighbourhood import squared_distance_fn
 from numpyro_discrete.structure.chain_blocks import find_chain_blocks
@@ -57,6 +69,7 @@ from helpers import (
 # LBP with a fixed even path length is left out: on unit-step sites it keeps the parity of
 # the number of changes and is not irreducible (it warns); the exact tests cover it
 KERNELS = {
+    "AutoDiscrete": lambda model: AutoDiscrete(model),
     "LBP": lambda model: LBP(model),
     "ALBP": lambda model: ALBP(model),
     "ACS": lambda model: ACS(model),
@@ -407,6 +420,57 @@ def test_many_random_model_kernel_pairs(pair):
     every kernel, chain method and precision, discrete-only models and, inside
     ``LBPGibbs(NUTS)``, models with a continuous site."""
     sample_and_check(*pair, clear_caches=True)
+
+
+# --- the discrete sites summed out (CollapsedDraw) ------------------------------------------
+
+
+@settings(max_examples=3, **SETTINGS)
+@given(spec=rm.independent_model_specs())
+def test_summed_out_model_is_the_enumerated_marginal_on_random_models(spec, x64):
+    """Where the coordinates are independent given the continuous site, the default
+    ``LBPGibbs`` sums them out: its inner kernel's model is their exact marginal, in value
+    and gradient, at any discrete values it is conditioned on."""
+    model = rm.build_model(spec)
+    kernel = LBPGibbs(NUTS(model))
+    with quiet():
+        kernel.init(random.key(spec.seed), 0, None, (), {})
+    assert isinstance(kernel.discrete_kernel, CollapsedDraw), spec.describe()
+    states = jnp.asarray(rm.enumerated_states(spec))
+    inner_model = kernel.inner_kernel.model
+
+    @jax.jit
+    def summed_out(mu, flat):
+        conditioning = with_conditioning({}, rm.unflatten(spec, flat))
+        return log_density(inner_model, (), conditioning, {"mu": mu})[0]
+
+    @jax.jit
+    def exact(mu):
+        def log_joint(flat):
+            return log_density(model, (), {}, {**rm.unflatten(spec, flat), "mu": mu})[0]
+
+        return jax.scipy.special.logsumexp(jax.vmap(log_joint)(states))
+
+    rng = np.random.default_rng(spec.seed)
+    for mu in (-1.3, 0.4):
+        flat = states[rng.integers(states.shape[0])]
+        np.testing.assert_allclose(summed_out(mu, flat), exact(mu), rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(
+            jax.grad(summed_out)(mu, flat), jax.grad(exact)(mu), rtol=1e-7, atol=1e-9
+        )
+
+
+@pytest.mark.slow
+@settings(max_examples=3, **SETTINGS)
+@given(
+    spec=rm.independent_model_specs(),
+    chain_method=st.sampled_from(CHAIN_METHODS),
+    x64=st.booleans(),
+)
+def test_summed_out_sampler_samples_random_models(spec, chain_method, x64):
+    """The default ``LBPGibbs`` on such models (summed out, then drawn) against the
+    enumerated posterior of the discrete sites."""
+    sample_and_check(spec, "AutoDiscrete", chain_method, x64)
 
 
 # --- the bugs this suite found, minimal ---------------------------------------------------
