@@ -15,6 +15,7 @@ import numpyro
 import numpyro.distributions as dist
 from numpyro.infer import MCMC, NUTS
 import numpyro.infer.gibbs
+from numpyro.infer.gibbs import conditioned
 import numpyro.infer.util
 
 from numpyro_discrete import ALBP, LBP, LBPGibbs, LBPGibbsState, numpyro_internals
@@ -108,3 +109,21 @@ def test_gibbs_state_class():
             "`_state_cls` (LBPGibbsState)",
         )
     assert state.path_length == 1.0  # the LBPGibbsState shortcut reaches the ALBP state
+
+
+def test_set_block_kernel():
+    """numpyro's ``Gibbs`` runs the kernels of its tuple ``_kernels``: one set there is the
+    one its sweep runs."""
+    entry = "set_block_kernel"
+
+    def mixed():
+        numpyro.sample("c", dist.Bernoulli(0.3))
+        numpyro.sample("x", dist.Normal(0.0, 1.0))
+
+    kernel = LBPGibbs(NUTS(mixed))
+    if not isinstance(getattr(kernel, "_kernels", None), tuple):
+        _fail(entry, "numpyro.infer.gibbs.Gibbs no longer holds its kernels in `_kernels`")
+    replacement = NUTS(mixed, step_size=0.123).wrap_model(conditioned)
+    numpyro_internals.set_block_kernel(kernel, 1, replacement)
+    if kernel.blocks[1][0] is not replacement:
+        _fail(entry, "Gibbs.blocks no longer reads `_kernels`")

@@ -58,7 +58,6 @@ __all__ = [
     "log_marginal",
     "log_potentials",
     "option_table",
-    "options_of",
 ]
 
 MAX_SUMMED_VALUES = 128
@@ -74,7 +73,6 @@ class OptionTable(NamedTuple):
     - **values** - ``(N, M)`` the options of each coordinate: its support's first values
       (the last repeated where it has fewer than ``M``).
     - **valid** - ``(N, M)`` which options are values of the support.
-    - **lower** - ``(N,)`` the first option (option ``m`` is ``lower + m``).
     - **truncated** - ``(N,)`` whether the support goes on beyond the last option.
     - **coord_terms** - ``(N, D)`` the terms of each coordinate, padded with ``E``.
     - **free_terms** - the terms of no coordinate.
@@ -82,7 +80,6 @@ class OptionTable(NamedTuple):
 
     values: np.ndarray
     valid: np.ndarray
-    lower: np.ndarray
     truncated: np.ndarray
     coord_terms: np.ndarray
     free_terms: np.ndarray
@@ -114,15 +111,14 @@ def option_table(
     upper = np.where(
         categorical, lower + supports.num_categories - 1, np.asarray(supports.upper, np.int64)
     )
-    counts = upper - lower + 1
-    num_options = int(min(max_values, counts.max()))
+    num_values = upper - lower + 1
+    num_options = int(min(max_values, num_values.max()))
     offsets = np.arange(num_options)
-    values = lower[:, None] + np.minimum(offsets[None, :], counts[:, None] - 1)
-    truncated = (supports.upper >= UNBOUNDED) | (counts > num_options)
+    values = lower[:, None] + np.minimum(offsets[None, :], num_values[:, None] - 1)
+    truncated = (supports.upper >= UNBOUNDED) | (num_values > num_options)
     return OptionTable(
         values.astype(np.int32),
-        offsets[None, :] < counts[:, None],
-        lower.astype(np.int32),
+        offsets[None, :] < num_values[:, None],
         np.asarray(truncated & ~categorical),
         coord_terms,
         free_terms,
@@ -143,11 +139,6 @@ def log_potentials(log_terms: LogTerms, table: OptionTable) -> tuple[jax.Array, 
 def log_marginal(free: jax.Array, s: jax.Array) -> jax.Array:
     """``log p(theta) = f + sum_j logsumexp_m s[j, m]``."""
     return free + jnp.sum(row_logsumexp(s))
-
-
-def options_of(table: OptionTable, x: jax.Array) -> jax.Array:
-    """The option index of each coordinate's value `x` (which must be an option)."""
-    return (x - jnp.asarray(table.lower)).astype(jnp.int32)
 
 
 def draw(

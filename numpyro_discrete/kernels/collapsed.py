@@ -4,7 +4,7 @@ LBPGibbs` moves the continuous sites on their marginal, the discrete ones summed
 (:func:`summed_out_model`), and then draws the discrete ones from their exact conditional
 (:mod:`numpyro_discrete.core.collapse`)."""
 
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 import warnings
 
@@ -16,11 +16,10 @@ import jax.numpy as jnp
 
 import numpyro
 from numpyro import handlers
-from numpyro.infer.gibbs import GIBBS_SITES_KWARG, with_conditioning
+from numpyro.infer.gibbs import with_conditioning
 
 from numpyro_discrete.core import collapse
 from numpyro_discrete.core.neighbourhood import UNBOUNDED
-from numpyro_discrete.core.rows import row_logsumexp, row_take
 from numpyro_discrete.core.state import Info, SweepState
 from numpyro_discrete.kernels.exact_sweep import ExactSweepKernel, ExactSweepState
 from numpyro_discrete.model.errors import ModelError
@@ -216,16 +215,12 @@ class CollapsedDraw(ExactSweepKernel):
             )
         return np.int32(0)
 
-    def summed_out_correction(
-        self, model_args: tuple, model_kwargs: Mapping[str, Any], x: Mapping[str, jax.Array]
-    ) -> jax.Array:
-        """``sum_j [logsumexp_v s_j(v) - s_j(x_j)]`` under the conditioning in
-        `model_kwargs` (the continuous values): added to ``log pi(x, theta)`` it gives the
-        marginal ``log p(theta)``, whatever the (drawn, hence listed) values `x`."""
+    def log_marginal(self, model_args: tuple, model_kwargs: Mapping[str, Any]) -> jax.Array:
+        """``log p(theta) = f(theta) + sum_j logsumexp_v s_j(v; theta)``, the continuous
+        sites' marginal at the values ``theta`` the model is conditioned on in
+        `model_kwargs`, from ``M`` batched evaluations of the model's terms."""
         log_terms = self._target.log_terms(model_args, model_kwargs)
-        _, s = collapse.log_potentials(log_terms, self._table)
-        slots = collapse.options_of(self._table, self._target.flatten(x))
-        return jnp.sum(row_logsumexp(s)) - jnp.sum(row_take(s, slots))
+        return collapse.log_marginal(*collapse.log_potentials(log_terms, self._table))
 
 
 def independence_problem(target: DiscreteTarget) -> str:
@@ -242,26 +237,25 @@ def independence_problem(target: DiscreteTarget) -> str:
     return ""
 
 
-def summed_out_model(
-    model: Callable, draw: CollapsedDraw, discrete_names: Collection[str]
-) -> Callable:
+def summed_out_model(model: Callable, draw: CollapsedDraw) -> Callable:
     """`model` (conditioned: it reads the discrete values from its Gibbs keyword argument)
-    with the discrete sites summed out: a factor adds ``draw``'s
-    :meth:`~CollapsedDraw.summed_out_correction` at the continuous values the model
-    drew, so that its log density is the continuous sites' marginal."""
-    return _SummedOut(model, draw, tuple(discrete_names))
+    with the discrete sites summed out: its sites' log-probabilities are masked and one
+    factor adds ``draw``'s :meth:`~CollapsedDraw.log_marginal` at the continuous values it
+    drew, so that its log density is the continuous sites' marginal (their priors are
+    terms of it) and does not depend on the discrete values at all."""
+    return _SummedOut(model, draw)
 
 
 class _SummedOut:
     # a class, not a closure: numpyro's MCMC pickles kernels, with their models
-    def __init__(self, model: Callable, draw: CollapsedDraw, discrete_names: tuple) -> None:
-        self.model, self.draw, self.discrete_names = model, draw, discrete_names
+    def __init__(self, model: Callable, draw: CollapsedDraw) -> None:
+        self.model, self.draw = model, draw
 
     def __call__(self, *args: Any, **kwargs: Any) -> None:
-        with handlers.trace() as model_trace:
+        # the sites are still sampled (the inner kernel reads its sites and their transforms
+        # from them), their densities counted by the factor alone
+        with handlers.trace() as model_trace, handlers.mask(mask=False):
             self.model(*args, **kwargs)
-        conditioning = kwargs.get(GIBBS_SITES_KWARG, {})
-        x = {name: conditioning[name] for name in self.discrete_names}
         theta = {
             name: site["value"]
             for name, site in model_trace.items()
@@ -270,5 +264,5 @@ class _SummedOut:
         # the model evaluated again inside, hidden from the handlers of the caller (whose
         # trace would see its sites twice)
         with handlers.block():
-            correction = self.draw.summed_out_correction(args, with_conditioning(kwargs, theta), x)
-        numpyro.factor(SUMMED_OUT_FACTOR, correction)
+            log_marginal = self.draw.log_marginal(args, with_conditioning(kwargs, theta))
+        numpyro.factor(SUMMED_OUT_FACTOR, log_marginal)

@@ -9,9 +9,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import jax
-from jax import lax, random
+from jax import random
 
-from numpyro.infer.gibbs import Gibbs, GibbsState, any_changed, conditioned, with_conditioning
+from numpyro.infer.gibbs import Gibbs, GibbsState, conditioned, with_conditioning
 from numpyro.infer.hmc import HMC
 from numpyro.infer.mcmc import MCMCKernel
 from numpyro.util import is_prng_key
@@ -289,7 +289,7 @@ class LBPGibbs(Gibbs):
             inner = self._inner_source.wrap_model(conditioned)
         else:
             inner = self._inner_source.wrap_model(
-                lambda model: summed_out_model(conditioned(model), draw, sites.discrete)
+                lambda model: summed_out_model(conditioned(model), draw)
             )
         set_block_kernel(self, 1, inner)
         return draw
@@ -309,19 +309,10 @@ class LBPGibbs(Gibbs):
         hmc_state = inner.sample(hmc_state, model_args, kwargs_inner)
         constrain = inner.get_constrain_fn(model_args, kwargs_inner)
         theta = {name: value for name, value in constrain(hmc_state.z).items() if name not in x}
+        # the inner kernel's target does not depend on the discrete values: its cached
+        # potential and gradient stay valid after the draw (no refresh)
         discrete_state = draw_kernel.sample(
             discrete_state, model_args, with_conditioning(model_kwargs, theta)
-        )
-        # the inner state's potential energy and gradient at the new draw (the same marginal
-        # up to rounding, computed through the new values)
-        moved = any_changed(x, discrete_state.z)
-        hmc_state = lax.cond(
-            moved,
-            lambda s: inner.refresh(
-                s, model_args, with_conditioning(model_kwargs, discrete_state.z)
-            ),
-            lambda s: s,
-            hmc_state,
         )
         rng_key, _ = random.split(state.rng_key)
         return state._replace(
