@@ -18,8 +18,9 @@ from jax.scipy.special import logsumexp
 import numpyro
 import numpyro.distributions as dist
 from numpyro.infer import MCMC, NUTS
+import numpyro.infer.gibbs
 from numpyro.infer.gibbs import with_conditioning
-from numpyro.infer.util import log_density
+from numpyro.infer.util import log_density, potential_energy
 
 from numpyro_discrete import ChromaticGibbs, CollapsedDraw, LBPGibbs, ModelError
 from numpyro_discrete.core import collapse
@@ -233,3 +234,21 @@ def test_draws_match_the_grid_posterior(chain_method):
         ess = numpyro.diagnostics.effective_sample_size(value)
         error = abs(value.mean() - exact[name]) / (value.std() / np.sqrt(ess))
         assert error < 4.5, (name, value.mean(), exact[name])
+
+
+def test_the_inner_potential_keeps_the_jacobian_of_constrained_sites(x64):
+    """numpyro's potential of the summed-out model, in the unconstrained space, is the
+    potential of the model at the same discrete values minus the sum over them: the
+    log-Jacobian of ``scale``'s transform is counted once, as in the model's."""
+    y = jnp.asarray(Y)
+    kernel = initialised(label_model, (y,))
+    x = {"z": jnp.array([0, 2, 1, 1, 0])}
+    kwargs = with_conditioning({}, x)
+    conditioned_model = numpyro.infer.gibbs.conditioned(label_model)
+    unconstrained = {"loc": jnp.asarray(0.7), "scale": jnp.asarray(-0.4)}
+    theta = {"loc": jnp.asarray(0.7), "scale": jnp.exp(jnp.asarray(-0.4))}
+    summed = potential_energy(kernel.inner_kernel.model, (y,), kwargs, unconstrained)
+    at_x = potential_energy(conditioned_model, (y,), kwargs, unconstrained)
+    log_pi_x = log_density(label_model, (y,), {}, {**theta, **x})[0]
+    marginal = enumerated_marginal(label_model, (y,), theta, "z", range(3), Y.shape)
+    np.testing.assert_allclose(summed, at_x - (marginal - log_pi_x), rtol=1e-10)

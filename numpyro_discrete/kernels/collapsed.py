@@ -16,7 +16,8 @@ import jax.numpy as jnp
 
 import numpyro
 from numpyro import handlers
-from numpyro.infer.gibbs import with_conditioning
+from numpyro.infer.gibbs import GibbsState, with_conditioning
+from numpyro.primitives import Messenger
 
 from numpyro_discrete.core import collapse
 from numpyro_discrete.core.neighbourhood import UNBOUNDED
@@ -30,6 +31,7 @@ __all__ = [
     "TRUNCATION_TOLERANCE",
     "CollapsedDraw",
     "CollapsedDrawState",
+    "collapsed_sweep",
     "summed_out_model",
 ]
 
@@ -254,7 +256,7 @@ class _SummedOut:
     def __call__(self, *args: Any, **kwargs: Any) -> None:
         # the sites are still sampled (the inner kernel reads its sites and their transforms
         # from them), their densities counted by the factor alone
-        with handlers.trace() as model_trace, handlers.mask(mask=False):
+        with handlers.trace() as model_trace, _MaskModelSites():
             self.model(*args, **kwargs)
         theta = {
             name: site["value"]
@@ -266,3 +268,51 @@ class _SummedOut:
         with handlers.block():
             log_marginal = self.draw.log_marginal(args, with_conditioning(kwargs, theta))
         numpyro.factor(SUMMED_OUT_FACTOR, log_marginal)
+
+
+class _MaskModelSites(Messenger):
+    """Masks the model's own sample sites, not those a handler below emits while it
+    processes one: the log-Jacobian factor numpyro's potential adds for each constrained
+    site when it substitutes the site's value (masked, the inner kernel would sample the
+    continuous sites in the wrong space)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._depth = 0
+
+    def process_message(self, msg: dict) -> None:
+        if self._depth == 0 and msg["type"] == "sample":
+            # as numpyro's `mask` handler does
+            msg["fn"] = msg["fn"].mask(False)
+        self._depth += 1
+
+    def postprocess_message(self, msg: dict) -> None:
+        self._depth -= 1
+
+
+def collapsed_sweep(
+    blocks: tuple, state: GibbsState, model_args: tuple, model_kwargs: Mapping[str, Any] | None
+) -> GibbsState:
+    """One sweep of the partially collapsed sampler over numpyro ``Gibbs`` blocks ``((draw,
+    discrete sites), (inner, continuous sites))``, the inner kernel on
+    :func:`summed_out_model`: the inner kernel moves the continuous sites on their
+    marginal, then the discrete sites are drawn from their exact conditional given the new
+    continuous values. In this order: drawn before, they would be paired with stale
+    continuous values."""
+    model_kwargs = {} if model_kwargs is None else model_kwargs
+    (draw, _), (inner, _) = blocks
+    discrete_state, inner_state = state.block_states
+    x = discrete_state.z
+    # the inner model reads the discrete values it is conditioned on, but its density does
+    # not depend on them: its cached potential and gradient stay valid after the draw
+    kwargs_inner = with_conditioning(model_kwargs, x)
+    inner_state = inner.sample(inner_state, model_args, kwargs_inner)
+    constrained = inner.get_constrain_fn(model_args, kwargs_inner)(inner_state.z)
+    theta = {name: value for name, value in constrained.items() if name not in x}
+    discrete_state = draw.sample(discrete_state, model_args, with_conditioning(model_kwargs, theta))
+    rng_key, _ = random.split(state.rng_key)
+    return state._replace(
+        z={**inner_state.z, **discrete_state.z},
+        block_states=(discrete_state, inner_state),
+        rng_key=rng_key,
+    )

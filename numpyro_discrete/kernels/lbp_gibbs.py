@@ -6,6 +6,7 @@ instance of numpyro's composable :class:`~numpyro.infer.gibbs.Gibbs`; a drop-in 
 for numpyro's ``DiscreteHMCGibbs`` and ``MixedHMC``."""
 
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 import jax
@@ -17,7 +18,7 @@ from numpyro.infer.mcmc import MCMCKernel
 from numpyro.util import is_prng_key
 
 from numpyro_discrete.kernels.auto import AutoDiscrete
-from numpyro_discrete.kernels.collapsed import CollapsedDraw, summed_out_model
+from numpyro_discrete.kernels.collapsed import CollapsedDraw, collapsed_sweep, summed_out_model
 from numpyro_discrete.kernels.lbp import ALBP
 from numpyro_discrete.kernels.lbp_gibbs_checks import check_arguments, check_model_sites
 from numpyro_discrete.kernels.lbp_gibbs_state import LBPGibbsState
@@ -41,11 +42,14 @@ class LBPGibbs(Gibbs):
     sites given the continuous ones, then one step of the inner ``HMC``/``NUTS`` [3] on the
     continuous sites given the discrete ones. By default the discrete kernel is chosen from
     the model's structure at ``init`` (:class:`~numpyro_discrete.kernels.auto.AutoDiscrete`):
-    :class:`BlockGibbs` for coupled chains, :class:`ChromaticGibbs` where a sweep of exact
-    conditionals is cheap, :class:`ALBP` (locally balanced path proposals whose length ``R``
-    is adapted during warmup [1, 2]) for large dense models; :attr:`discrete_kernel` is the
-    one chosen. Each block's
-    cached potential and gradient (or local log-ratios) are recomputed when the other block
+    :class:`CollapsedDraw` where the discrete coordinates are independent given the
+    continuous ones (the sweep is then reversed: the inner kernel moves the continuous
+    sites on their marginal, the discrete sites summed out, and the discrete sites are
+    drawn exactly given the new values [5]), :class:`BlockGibbs` for coupled chains,
+    :class:`ChromaticGibbs` where a sweep of exact conditionals is cheap, :class:`ALBP`
+    (locally balanced path proposals whose length ``R`` is adapted during warmup [1, 2])
+    for large dense models; :attr:`discrete_kernel` is the one chosen. Each block's cached
+    potential and gradient (or local log-ratios) are recomputed when the other block
     has moved, so both are exact Metropolis-Hastings (or HMC) moves on their conditional and
     the sweep leaves the joint posterior invariant. Warmup adapts both: ``R`` of the discrete
     kernel, the step size and mass matrix of the inner kernel (each on its own conditional).
@@ -88,6 +92,8 @@ class LBPGibbs(Gibbs):
     3. *The No-U-Turn Sampler: Adaptively Setting Path Lengths in Hamiltonian Monte Carlo*,
        Matthew D. Hoffman, Andrew Gelman (2014)
     4. *Peskun's theorem and a modified discrete-state Gibbs sampler*, Jun S. Liu (1996)
+    5. *Partially Collapsed Gibbs Samplers: Theory and Methods*, David A. van Dyk,
+       Taeyoung Park (2008)
 
     :param inner_kernel: a :class:`~numpyro.infer.hmc.HMC` or :class:`~numpyro.infer.hmc.NUTS`
         built from the model; it samples every latent site that is not discrete.
@@ -264,9 +270,14 @@ class LBPGibbs(Gibbs):
             self._collapsed = self._prepare_blocks(rng_key, sites, model_args, model_kwargs)
             cached = self._compiled_init = (arguments, jax.jit(init))
         state = cached[1](rng_key, init_params)
-        if self._collapsed is not None:
-            setattr(self, SAMPLE_FN_ATTRIBUTE, self._sample_collapsed)
+        setattr(self, SAMPLE_FN_ATTRIBUTE, self._sweep())
         return state
+
+    def _sweep(self) -> Callable:
+        """One chain's sweep: numpyro's Gibbs sweep, or the collapsed one."""
+        if self._collapsed is None:
+            return self._sample_one
+        return partial(collapsed_sweep, self.blocks)
 
     def _prepare_blocks(
         self, rng_key: jax.Array, sites: ModelSites, model_args: tuple, model_kwargs: dict
@@ -293,33 +304,6 @@ class LBPGibbs(Gibbs):
             )
         set_block_kernel(self, 1, inner)
         return draw
-
-    def _sample_collapsed(
-        self, state: LBPGibbsState, model_args: tuple, model_kwargs: Mapping[str, Any] | None
-    ) -> LBPGibbsState:
-        """One sweep of the partially collapsed sampler: the inner kernel on the continuous
-        sites' marginal (the discrete sites summed out), then the discrete sites drawn from
-        their exact conditional given the new continuous values (in this order: drawn
-        before, they would be paired with stale continuous values)."""
-        model_kwargs = {} if model_kwargs is None else model_kwargs
-        draw_kernel, inner = (kernel for kernel, _ in self.blocks)
-        discrete_state, hmc_state = state.block_states
-        x = discrete_state.z
-        kwargs_inner = with_conditioning(model_kwargs, x)
-        hmc_state = inner.sample(hmc_state, model_args, kwargs_inner)
-        constrain = inner.get_constrain_fn(model_args, kwargs_inner)
-        theta = {name: value for name, value in constrain(hmc_state.z).items() if name not in x}
-        # the inner kernel's target does not depend on the discrete values: its cached
-        # potential and gradient stay valid after the draw (no refresh)
-        discrete_state = draw_kernel.sample(
-            discrete_state, model_args, with_conditioning(model_kwargs, theta)
-        )
-        rng_key, _ = random.split(state.rng_key)
-        return state._replace(
-            z={**hmc_state.z, **discrete_state.z},
-            block_states=(discrete_state, hmc_state),
-            rng_key=rng_key,
-        )
 
     def _start(
         self,
@@ -366,8 +350,7 @@ class LBPGibbs(Gibbs):
 
         self._collapsed = self._prepare_blocks(rng_keys[0], sites, model_args, model_kwargs)
         state = jax.jit(jax.vmap(init_one))(rng_keys, init_params)
-        sweep = self._sample_one if self._collapsed is None else self._sample_collapsed
-        setattr(self, SAMPLE_FN_ATTRIBUTE, jax.vmap(sweep, in_axes=(0, None, None)))
+        setattr(self, SAMPLE_FN_ATTRIBUTE, jax.vmap(self._sweep(), in_axes=(0, None, None)))
         return state
 
     def _sample_discrete(
