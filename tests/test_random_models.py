@@ -425,7 +425,7 @@ def test_many_random_model_kernel_pairs(pair):
 # --- the discrete sites summed out (CollapsedDraw) ------------------------------------------
 
 
-@settings(max_examples=3, **SETTINGS)
+@settings(max_examples=2, **SETTINGS)
 @given(spec=rm.independent_model_specs())
 def test_summed_out_model_is_the_enumerated_marginal_on_random_models(spec, x64):
     """Where the coordinates are independent given the continuous site, the default
