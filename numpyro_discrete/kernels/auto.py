@@ -35,13 +35,13 @@ from numpyro.infer.mcmc import MCMCKernel
 
 from numpyro_discrete.core.block_gibbs import MAX_BLOCK_VALUES, block_plan, value_counts
 from numpyro_discrete.core.collapse import MAX_SUMMED_VALUES
-from numpyro_discrete.core.neighbourhood import UNBOUNDED
 from numpyro_discrete.kernels.base import DiscreteKernel
 from numpyro_discrete.kernels.block_gibbs import BlockGibbs
 from numpyro_discrete.kernels.chromatic import ChromaticGibbs
 from numpyro_discrete.kernels.collapsed import CollapsedDraw, independence_problem
 from numpyro_discrete.kernels.lbp import ALBP
 from numpyro_discrete.model.errors import named_model_errors
+from numpyro_discrete.model.move_scales import support_spans
 from numpyro_discrete.model.target import DiscreteTarget, model_target
 from numpyro_discrete.structure.chain_blocks import chain_axes, find_chain_blocks
 
@@ -73,11 +73,10 @@ def choose_discrete_kernel(target: DiscreteTarget, summable: bool = False) -> Ke
         return KernelChoice(ALBP, f"no structure could be read ({target.structure_note})")
     supports = layout.coordinate_supports()
     if summable and layout.num_coords > 1 and not independence_problem(target):
-        span = supports.upper.astype(np.int64) - supports.lower
-        bounded = span < MAX_SUMMED_VALUES
+        spans = support_spans(layout)
         # a count unbounded above is summed to a truncation the draws watch; a bounded
         # support too large to enumerate is not truncated
-        if np.all(bounded | (supports.upper >= UNBOUNDED)):
+        if np.all((spans < MAX_SUMMED_VALUES) | np.isinf(spans)):
             return KernelChoice(
                 CollapsedDraw,
                 "the discrete coordinates are independent given the continuous sites: "

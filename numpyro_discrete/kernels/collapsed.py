@@ -125,7 +125,7 @@ class CollapsedDraw(ExactSweepKernel):
 
     @property
     def table(self) -> collapse.OptionTable | None:
-        """The options of every coordinate and the owner of every term (after ``init``)."""
+        """The options of every coordinate and the terms of each (after ``init``)."""
         return self._table
 
     def _reset_init(self) -> None:
