@@ -289,7 +289,7 @@ def test_bench_gallery_quick(tmp_path):
             assert row["status"] == "ok", row
             for field in ("first_run_s", "step_ms", "ess_min_per_s", "rhat_max", "check_z_max"):
                 assert _is_finite_number(row[field]), (model, method, field)
-    assert rows[("mixture", "LBPGibbs")]["chosen"] == "ChromaticGibbs"
+    assert rows[("mixture", "LBPGibbs")]["chosen"] == "CollapsedDraw"
     assert rows[("mixture", "NUTS-enum")]["status"] == "ok"
     assert rows[("ising", "NUTS-enum")]["status"] == "n/a"
     # the table's header, its separator (``| --- |``) and the 8 rows
