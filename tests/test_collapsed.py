@@ -159,6 +159,39 @@ def test_the_draw_is_the_enumerated_conditional(x64):
     assert chi2 < 13.8  # 2 degrees of freedom, p = 0.001
 
 
+@pytest.mark.parametrize(
+    "model, data, theta",
+    [
+        (label_model, Y, {"loc": 1.3, "scale": 0.8}),
+        # each count's terms are a column of the visits' plate: one piece per visit
+        (count_model, COUNTS, {"rate": 3.0, "detection": 0.6}),
+    ],
+)
+def test_sums_by_slices_equal_sums_by_gathers(model, data, theta, x64):
+    """The two ways :func:`collapse.log_potentials` sums each coordinate's terms agree in
+    value and in the marginal's gradient: the stencil's slices (what runs on these
+    layouts) and the gathers by ``coord_terms`` (the definition, and what runs where the
+    pairs form no stencil)."""
+    draw = initialised(model, (jnp.asarray(data),)).discrete_kernel
+    assert draw.table.stencil is not None
+    by_gathers = draw.table._replace(stencil=None)
+
+    def potentials(theta, table):
+        kwargs = with_conditioning({}, theta)
+        return collapse.log_potentials(draw._target.log_terms((jnp.asarray(data),), kwargs), table)
+
+    def marginal(theta, table):
+        return collapse.log_marginal(*potentials(theta, table))
+
+    theta = {name: jnp.asarray(value) for name, value in theta.items()}
+    pairs = zip(potentials(theta, draw.table), potentials(theta, by_gathers), strict=True)
+    for fast, slow in pairs:
+        np.testing.assert_allclose(fast, slow, rtol=1e-12 if x64 else 1e-6)
+    grads = jax.grad(marginal)(theta, draw.table), jax.grad(marginal)(theta, by_gathers)
+    for name in theta:
+        np.testing.assert_allclose(grads[0][name], grads[1][name], rtol=1e-10 if x64 else 1e-5)
+
+
 def test_the_choice_reports_collapsing_and_a_given_kernel_stays(caplog):
     with caplog.at_level(logging.INFO, logger="numpyro_discrete"):
         kernel = initialised(label_model, (jnp.asarray(Y),))
