@@ -1,4 +1,4 @@
-"""``LBPGibbs.init`` of one chain runs as one compiled program (``LBPGibbs._init_one_chain``):
+"""``LBPGibbs.init`` of one chain runs as one compiled program (``LBPGibbs._init_chains``):
 it reads the model's structure as an eager ``init`` does, a later run with the same
 arguments reuses the program, and the state is the one an op-by-op ``init`` reaches."""
 

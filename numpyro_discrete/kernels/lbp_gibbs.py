@@ -178,7 +178,7 @@ class LBPGibbs(Gibbs):
         self._collapsed: CollapsedDraw | None = None
         # set at `init`: True when the model has no continuous latent sites
         self._discrete_only = False
-        # `(arguments, jitted init)` of the last one-chain `init` (see `_init_one_chain`)
+        # `(arguments, jitted init)` of the last one-chain `init` (see `_init_chains`)
         self._compiled_init: tuple[tuple, Callable] | None = None
 
     @property
@@ -229,18 +229,12 @@ class LBPGibbs(Gibbs):
         if given is not None:
             given(set(init_params or {}) & set(sites.discrete))
         if not self._discrete_only:
-            if one_chain:
-                return self._init_one_chain(
-                    rng_key, num_warmup, init_params, sites, model_args, kwargs
-                )
-            return self._init_vectorized(
-                rng_key, num_warmup, init_params, sites, model_args, kwargs
-            )
+            return self._init_chains(rng_key, num_warmup, init_params, sites, model_args, kwargs)
         state = self._discrete_block.init(rng_key, num_warmup, init_params, model_args, kwargs)
         setattr(self, SAMPLE_FN_ATTRIBUTE, self._sample_discrete)
         return self._state_cls(state.z, (state,), state.rng_key)
 
-    def _init_one_chain(
+    def _init_chains(
         self,
         rng_key: jax.Array,
         num_warmup: int,
@@ -249,18 +243,30 @@ class LBPGibbs(Gibbs):
         model_args: tuple,
         model_kwargs: dict,
     ) -> LBPGibbsState:
-        """One chain's start and numpyro's ``Gibbs.init``, traced and compiled as one
-        program: run eagerly, its model traces, the inner kernel's search for a valid start
-        and the discrete target's set-up dispatch hundreds of small operations, each
-        compiled on first use (about 0.05 s each on a CPU core), which made ``init`` most
-        of a first run. The program is traced as the sampling step is (a model that cannot
-        be traced cannot be sampled either); the discrete target still reads the model at
-        a concrete draw (:func:`~numpyro_discrete.model.ratio_modes.reading_point`)."""
+        """One chain's start (:meth:`_start`) and numpyro's ``Gibbs.init``, traced and
+        compiled as one program: run eagerly, its model traces, the inner kernel's search
+        for a valid start and the discrete target's set-up dispatch hundreds of small
+        operations, each compiled on first use (about 0.05 s each on a CPU core), which made
+        ``init`` most of a first run. The program is traced as the sampling step is (a model
+        that cannot be traced cannot be sampled either); the discrete target still reads the
+        model at a concrete draw (:func:`~numpyro_discrete.model.ratio_modes.reading_point`).
+
+        For a batch of keys (``chain_method="vectorized"``): numpyro's ``Gibbs`` takes one
+        key, so each chain is started and initialised by the one-key ``init`` under ``vmap``
+        (each block kernel then holds its one-chain step), as one compiled program, and the
+        sweep over both blocks is ``vmap``-ed, so that every chain adapts its own ``R``,
+        step size and mass matrix and draws what a sequential run with the same chain key
+        draws."""
 
         def init(key: jax.Array, params: Mapping[str, jax.Array] | None) -> GibbsState:
             params = self._start(key, params, sites, model_args, model_kwargs)
             return Gibbs.init(self, key, num_warmup, params, model_args, model_kwargs)
 
+        if not is_prng_key(rng_key):
+            self._collapsed = self._prepare_blocks(rng_key[0], sites, model_args, model_kwargs)
+            state = jax.jit(jax.vmap(init))(rng_key, init_params)
+            setattr(self, SAMPLE_FN_ATTRIBUTE, jax.vmap(self._sweep(), in_axes=(0, None, None)))
+            return state
         # the arguments are the program's constants, so a later run (or chain) with the
         # same argument objects reuses the compiled program
         arguments = (num_warmup, model_args, model_kwargs)
@@ -327,31 +333,6 @@ class LBPGibbs(Gibbs):
             model_args,
             model_kwargs,
         )
-
-    def _init_vectorized(
-        self,
-        rng_keys: jax.Array,
-        num_warmup: int,
-        init_params: Mapping[str, jax.Array] | None,
-        sites: ModelSites,
-        model_args: tuple,
-        model_kwargs: dict,
-    ) -> LBPGibbsState:
-        """``chain_method="vectorized"``: numpyro's ``Gibbs`` takes one key, so each chain
-        is started (:meth:`_start`) and initialised by the one-key ``init`` under ``vmap``
-        (each block kernel then holds its one-chain step) and the sweep over both blocks is
-        ``vmap``-ed, so that every chain adapts its own ``R``, step size and mass matrix and
-        draws what a sequential run with the same chain key draws. The batch's start is one
-        compiled program, as one chain's is (:meth:`_init_one_chain`)."""
-
-        def init_one(rng_key: jax.Array, params: Mapping[str, jax.Array] | None) -> GibbsState:
-            params = self._start(rng_key, params, sites, model_args, model_kwargs)
-            return Gibbs.init(self, rng_key, num_warmup, params, model_args, model_kwargs)
-
-        self._collapsed = self._prepare_blocks(rng_keys[0], sites, model_args, model_kwargs)
-        state = jax.jit(jax.vmap(init_one))(rng_keys, init_params)
-        setattr(self, SAMPLE_FN_ATTRIBUTE, jax.vmap(self._sweep(), in_axes=(0, None, None)))
-        return state
 
     def _sample_discrete(
         self, state: LBPGibbsState, model_args: tuple, model_kwargs: Mapping[str, Any] | None
