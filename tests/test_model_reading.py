@@ -13,11 +13,12 @@ import jax.numpy as jnp
 
 import numpyro
 import numpyro.distributions as dist
-from numpyro.infer.gibbs import conditioned, prototype_trace
+from numpyro.infer.gibbs import conditioned, latent_sample_sites, prototype_trace
 
 from numpyro_discrete.gallery import GALLERY
-from numpyro_discrete.model import sites
+from numpyro_discrete.model import bounds, sites
 from numpyro_discrete.model.initial_values import initial_position
+from numpyro_discrete.model.layout import discrete_sites
 from numpyro_discrete.model.target import model_target
 
 
@@ -196,3 +197,61 @@ def test_initial_values_are_numpyros_prior_draws(caplog):
         draw = prototype_trace(discrete_only, key, args, {})
         expected = {name: draw[name]["value"] for name in target.layout.names}
         np.testing.assert_array_equal(np.asarray(x), np.asarray(target.layout.flatten(expected)))
+
+
+# --- the support bounds (``numpyro_discrete.model.bounds``) ---------------------------------
+
+
+def _supports_both_ways(model, args):
+    """The supports of the model's discrete sites read by one traced program and op by op
+    (the definition), with every latent site abstract."""
+    model_trace = sites.reading_trace(conditioned(model), random.key(0), args, {})
+    latent = {name: model_trace[name]["value"] for name in latent_sample_sites(model_trace)}
+    discrete = discrete_sites(model_trace)
+    traced = bounds._traced_supports(model, latent, args, {}, discrete)
+    eager = bounds._supports_at(model, latent, latent, args, {}, discrete)
+    return traced, eager, discrete
+
+
+def _bound_values(support):
+    return [np.asarray(b) for b in bounds._bounds(support)]
+
+
+def jnp_bounds(counts, levels):
+    """Bounds computed with ``jnp`` from data and a closed-over array, a Poisson (bounded
+    below by a Python number), a categorical and a latent-dependent Binomial total."""
+    numpyro.sample("k", dist.Binomial(counts.astype(jnp.int32), 0.4))
+    numpyro.sample("m", dist.DiscreteUniform(0, jnp.max(levels)))
+    numpyro.sample("c", dist.Categorical(jnp.ones(3) / 3).expand([2]))
+    n = numpyro.sample("n", dist.Poisson(3.0))
+    rate = numpyro.sample("rate", dist.Exponential(0.2))
+    numpyro.sample("from_n", dist.Binomial(n, 0.5))
+    numpyro.sample("from_rate", dist.Binomial(jnp.ceil(rate).astype(jnp.int32), 0.5))
+
+
+@pytest.mark.parametrize("name", FAST_GALLERY)
+def test_traced_supports_are_the_op_by_op_ones_on_gallery_models(name):
+    data = GALLERY[name].simulate(0, "exact")
+    (traced, dependent), eager, discrete = _supports_both_ways(GALLERY[name].model, data.args)
+    assert not dependent
+    for site in discrete:
+        expected = bounds._as_numpy(eager[site])
+        assert type(traced[site]) is type(expected), site
+        for value, reference in zip(
+            _bound_values(traced[site]), _bound_values(expected), strict=True
+        ):
+            assert value.dtype == reference.dtype and np.array_equal(value, reference), site
+
+
+def test_traced_supports_flag_exactly_the_bounds_computed_from_latent_values():
+    args = (jnp.array([3.0, 5.0, 7.0]), jnp.array([1, 4, 2]))
+    (traced, dependent), eager, discrete = _supports_both_ways(jnp_bounds, args)
+    assert dependent == {name for name in discrete if bounds._is_traced(eager[name])}
+    assert dependent == {"from_n", "from_rate"}
+    for site in set(discrete) - dependent:
+        expected = bounds._as_numpy(eager[site])
+        assert type(traced[site]) is type(expected), site
+        for value, reference in zip(
+            _bound_values(traced[site]), _bound_values(expected), strict=True
+        ):
+            assert value.dtype == reference.dtype and np.array_equal(value, reference), site
