@@ -56,7 +56,7 @@ def concrete_supports(
     latent = dict(kwargs.pop(GIBBS_SITES_KWARG, None) or {})
     latent.update({name: model_trace[name]["value"] for name in latent_sample_sites(model_trace)})
     read = _traced_supports(model, latent, model_args, kwargs, sites)
-    if read is not None and not any(name in read[1] for name in sites):
+    if read is not None and not read[1]:
         return read[0]
     supports = _supports_at(model, latent, latent, model_args, kwargs, sites)
     traced = [name for name in sites if _is_traced(supports[name])]
