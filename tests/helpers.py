@@ -365,16 +365,45 @@ def chromatic_sweep_matrix(target, structure, states, mh_test=True, coordinate_t
     return matrix
 
 
-def site_scan_matrix(target, neighbourhood, states, order):
+def sampled_sweep_counts(sweep, target, states, seed):
+    """Transitions counted from 400 jitted sweeps out of every state."""
+    log_terms = target.log_terms()
+
+    @jax.jit
+    def next_states(keys, x):
+        state = chromatic.init(x, log_terms)
+        return jax.vmap(lambda key: sweep(key, state, log_terms)[0].position)(keys)
+
+    lookup = state_lookup(states)
+    counts = np.zeros((len(states), len(states)))
+    for i, key in enumerate(random.split(random.key(seed), len(states))):
+        ends = lookup(np.asarray(next_states(random.split(key, 400), jnp.asarray(states[i]))))
+        counts[i] = np.bincount(ends, minlength=len(states))
+    return counts
+
+
+def site_scan_matrix(target, neighbourhood, states, order, tables=None):
     """The exact matrix of one systematic-scan sweep: the product over `order` of each
     coordinate's matrix, whose rows are the conditionals the kernel computes
-    (:func:`~numpyro_discrete.core.site_scan.site_conditional`), every option enumerated."""
+    (:func:`~numpyro_discrete.core.site_scan.site_conditional`, or with pair `tables`
+    :func:`~numpyro_discrete.core.site_scan.pair_conditional`), every option enumerated."""
     log_terms = target.log_terms()
-    conditional = jax.jit(
-        lambda x, j: site_scan.site_conditional(
-            log_terms, neighbourhood, x, jnp.sum(log_terms(x)), j
+    if tables is None:
+        conditional = jax.jit(
+            lambda x, j: site_scan.site_conditional(
+                log_terms, neighbourhood, x, jnp.sum(log_terms(x)), j
+            )
         )
-    )
+    else:
+        conditional = jax.jit(
+            lambda x, j: site_scan.pair_conditional(
+                tables,
+                site_scan.evaluate_pair_tables(tables, log_terms, x.dtype),
+                neighbourhood,
+                x,
+                j,
+            )
+        )
     lookup = state_lookup(states)
     sweep = np.eye(len(states))
     for j in order:

@@ -32,8 +32,8 @@ from helpers import (
     chromatic_class_matrix,
     chromatic_sweep_matrix,
     enumerate_model,
+    sampled_sweep_counts,
     site_scan_matrix,
-    state_lookup,
     target_distribution,
 )
 
@@ -74,10 +74,35 @@ MIXED_INIT = {
 }
 
 
+def pairwise_potential(z):
+    """A binary, a categorical (3) and two ordinal (1..3) coordinates, each term of at most
+    two of them (one of none): a model the pair tables take."""
+    b, c, n = z["b"], z["c"], z["n"]
+    table = jnp.array([[0.2, -0.5, 0.9], [-0.3, 0.6, 0.1]])
+    return -jnp.stack(
+        [
+            table[b[0], c[0]],
+            0.4 * n[0] * (c[0] == 1),
+            -0.3 * (n[0] - 2.5) ** 2,
+            -0.5 * (n[1] - n[0]) ** 2,
+            0.2 * n[1] * b[0],
+            jnp.asarray(0.7),
+        ]
+    )
+
+
+PAIRWISE_SUPPORTS = dict(MIXED_SUPPORTS, n=SiteSupport.ordinal(1, 3))
+
+
 def _space(name):
     if name == "binary":
         target = DiscreteTarget.from_potential(cycle_potential, {"x": jnp.zeros(4, jnp.int32)})
         values = [range(2)] * 4
+    elif name == "pairwise":
+        target = DiscreteTarget.from_potential(
+            pairwise_potential, MIXED_INIT, supports=PAIRWISE_SUPPORTS
+        )
+        values = [range(2), range(3), range(1, 4), range(1, 4)]
     else:
         target = DiscreteTarget.from_potential(mixed_potential, MIXED_INIT, supports=MIXED_SUPPORTS)
         values = [range(2), range(3), range(4), range(4)]
@@ -110,23 +135,6 @@ def test_sweep_leaves_the_target_invariant(space, colouring, x64):
             np.testing.assert_allclose(flow, flow.T, atol=1e-12)
 
 
-def sampled_counts(sweep, target, states, seed):
-    """Transitions counted from 400 jitted sweeps out of every state."""
-    log_terms = target.log_terms()
-
-    @jax.jit
-    def next_states(keys, x):
-        state = chromatic.init(x, log_terms)
-        return jax.vmap(lambda key: sweep(key, state, log_terms)[0].position)(keys)
-
-    lookup = state_lookup(states)
-    counts = np.zeros((len(states), len(states)))
-    for i, key in enumerate(random.split(random.key(seed), len(states))):
-        ends = lookup(np.asarray(next_states(random.split(key, 400), jnp.asarray(states[i]))))
-        counts[i] = np.bincount(ends, minlength=len(states))
-    return counts
-
-
 @pytest.mark.parametrize("space", ["binary", "mixed"])
 @pytest.mark.parametrize("by_stencil", [True, False])
 def test_sampled_sweeps_follow_the_exact_matrix(space, by_stencil, x64):
@@ -140,7 +148,7 @@ def test_sampled_sweeps_follow_the_exact_matrix(space, by_stencil, x64):
     structure = structure._replace(colour=colour, num_colours=int(colour.max()) + 1)
     matrix = chromatic_sweep_matrix(target, structure, states)
     sweep = chromatic.build_kernel(target.neighbourhood, structure, by_stencil=by_stencil)
-    assert chi_square_rows(sampled_counts(sweep, target, states, 3), matrix) > 1e-3
+    assert chi_square_rows(sampled_sweep_counts(sweep, target, states, 3), matrix) > 1e-3
 
 
 def _colouring(structure, colouring):
@@ -247,7 +255,7 @@ def test_stencil_sweep_follows_the_exact_matrix(space, mh_test, coordinate_test,
     sweep = chromatic.build_kernel(
         target.neighbourhood, structure, mh_test=mh_test, coordinate_test=coordinate_test
     )
-    assert chi_square_rows(sampled_counts(sweep, target, states, 5), matrix) > 1e-3
+    assert chi_square_rows(sampled_sweep_counts(sweep, target, states, 5), matrix) > 1e-3
 
 
 def _whole_supports(target):
@@ -256,15 +264,25 @@ def _whole_supports(target):
     return coordinate_neighbourhood(target.supports, whole_support_span=WHOLE_SUPPORT_SPAN)
 
 
-@pytest.mark.parametrize("space", ["binary", "mixed"])
-def test_site_scan_draws_exact_conditionals(space, x64):
+@pytest.mark.parametrize(
+    "space, by_tables", [("binary", False), ("mixed", False), ("binary", True), ("pairwise", True)]
+)
+def test_site_scan_draws_exact_conditionals(space, by_tables, x64):
     """A sweep whose classes are single coordinates is a systematic scan: each visit's
     matrix is the coordinate's exact conditional (``pi`` on the states that differ from
-    the current one at that coordinate only, to 1e-10), whatever the detected structure;
-    the sweep leaves ``pi`` invariant, and the jitted kernel's transitions match the matrix
-    (chi-square)."""
+    the current one at that coordinate only, to 1e-10), whatever the detected structure,
+    and so with the conditionals read from pair tables (every term of at most two
+    coordinates, supports not starting at 0); the sweep leaves ``pi`` invariant, and the
+    jitted kernel's transitions match the matrix (chi-square)."""
     target, states = _space(space)
     neighbourhood = _whole_supports(target)
+    tables = None
+    if by_tables:
+        supports = target.supports
+        tables = site_scan.pair_tables(
+            target.structure, supports.lower, supports.upper, cheaper_only=False
+        )
+        assert tables is not None
     pi = target_distribution(target, states)
     order = np.array([2, 0, 3, 1])
     for j in range(states.shape[1]):
@@ -272,12 +290,27 @@ def test_site_scan_draws_exact_conditionals(space, x64):
         definition = np.where(same_elsewhere, pi[None, :], 0.0)
         definition /= definition.sum(1, keepdims=True)
         np.testing.assert_allclose(
-            site_scan_matrix(target, neighbourhood, states, [j]), definition, atol=1e-10
+            site_scan_matrix(target, neighbourhood, states, [j], tables), definition, atol=1e-10
         )
-    matrix = site_scan_matrix(target, neighbourhood, states, order)
+    matrix = site_scan_matrix(target, neighbourhood, states, order, tables)
     assert_invariant_and_irreducible(matrix, pi)
-    sweep = site_scan.build_kernel(neighbourhood, order)
-    assert chi_square_rows(sampled_counts(sweep, target, states, 5), matrix) > 1e-3
+    sweep = site_scan.build_kernel(neighbourhood, order, tables)
+    assert chi_square_rows(sampled_sweep_counts(sweep, target, states, 5), matrix) > 1e-3
+
+
+def test_pair_tables_only_where_every_term_has_two_coordinates_at_most():
+    """The pair tables refuse a term of three coordinates and an unproven structure, and
+    by default a model where their evaluations would not be fewer than the scan's
+    (``N (S - 1)``: the four-spin cycle's 4 states against its 4 evaluations)."""
+    mixed, _ = _space("mixed")
+    supports = mixed.supports
+    assert site_scan.pair_tables(mixed.structure, supports.lower, supports.upper, False) is None
+    cycle, _ = _space("binary")
+    bounds = (cycle.supports.lower, cycle.supports.upper)
+    assert site_scan.pair_tables(cycle.structure, *bounds, cheaper_only=False) is not None
+    assert site_scan.pair_tables(cycle.structure, *bounds) is None
+    unproven = cycle.structure._replace(exact=False)
+    assert site_scan.pair_tables(unproven, *bounds, cheaper_only=False) is None
 
 
 def test_site_scan_leaves_a_state_of_probability_zero(x64):
@@ -329,7 +362,7 @@ def test_coordinate_tests_of_a_valid_colouring(x64):
     matrix = chromatic_sweep_matrix(target, structure, states, coordinate_test=True)
     assert_invariant_and_irreducible(matrix, pi)
     sweep = chromatic.build_kernel(target.neighbourhood, structure, coordinate_test=True)
-    assert chi_square_rows(sampled_counts(sweep, target, states, 4), matrix) > 1e-3
+    assert chi_square_rows(sampled_sweep_counts(sweep, target, states, 4), matrix) > 1e-3
 
 
 # --- sampling numpyro models ------------------------------------------------------------------
@@ -546,6 +579,47 @@ def test_a_dense_model_warns_and_stays_exact(chain_method):
     assert kernel.num_colours == 3 and not kernel.mh_test
     draws = np.asarray(mcmc.get_samples(group_by_chain=True)["x"])
     assert_mean_within_mcse(draws, pi @ states)
+
+
+BOLTZMANN_COUPLINGS = np.triu(np.random.default_rng(3).normal(0.0, 0.35, (12, 12)), 1)
+
+
+def boltzmann_model():
+    """A fully connected Boltzmann machine on 12 spins, one factor term per pair."""
+    x = numpyro.sample("x", dist.Bernoulli(0.5).expand([12]))
+    s = 2.0 * x - 1.0
+    numpyro.factor("pairs", BOLTZMANN_COUPLINGS * s[:, None] * s[None, :])
+
+
+@pytest.mark.parametrize(
+    "chain_method",
+    ["sequential", *(pytest.param(m, marks=pytest.mark.slow) for m in ["vectorized", "parallel"])],
+)
+def test_a_pairwise_dense_model_scans_by_pair_tables(chain_method):
+    """Every pair of the 12 spins shares a term (12 classes of one): ``ChromaticGibbs``
+    reads each conditional from pair tables (10 evaluations of the terms a sweep, against
+    12 for the scan by ``log pi``) and samples the enumerated posterior's means and
+    pairwise products (4 MCSE) under every chain method."""
+    sites = {"x": ((12,), range(2))}
+    states, pi = enumerate_model(boltzmann_model, (), sites)
+    kernel = ChromaticGibbs(boltzmann_model)
+    mcmc = MCMC(
+        kernel,
+        num_warmup=100,
+        num_samples=3000,
+        num_chains=2,
+        chain_method=chain_method,
+        progress_bar=False,
+    )
+    mcmc.run(random.key(5))
+    assert kernel.num_colours == 12 and kernel.by_pair_tables and not kernel.mh_test
+    draws = np.asarray(mcmc.get_samples(group_by_chain=True)["x"], np.float64)
+    assert_mean_within_mcse(draws, pi @ states)
+    pairs = (draws[..., :, None] * draws[..., None, :])[
+        ..., np.triu_indices(12, 1)[0], np.triu_indices(12, 1)[1]
+    ]
+    exact = np.einsum("s,si,sj->ij", pi, states, states)[np.triu_indices(12, 1)]
+    assert_mean_within_mcse(pairs, exact, what="pairwise products")
 
 
 @pytest.mark.parametrize("chain_method", ["parallel", "vectorized"])

@@ -46,7 +46,7 @@ from numpyro_discrete import (
     CollapsedDraw,
     LBPGibbs,
 )
-from numpyro_discrete.core import block_gibbs, chromatic, collapse
+from numpyro_discrete.core import block_gibbs, chromatic, collapse, site_scan
 from numpyro_discrete.core.neighbourhood import squared_distance_fn
 from numpyro_discrete.structure.chain_blocks import find_chain_blocks
 from numpyro_discrete.structure.stencils import find_stencil
@@ -56,11 +56,13 @@ from helpers import (
     assert_irreducible,
     assert_step_draws_from,
     block_sweep_matrix,
+    chi_square_rows,
     chromatic_sweep_matrix,
     coordinatewise_transition_matrices,
     enumerate_model,
     mcse_of_mean,
     path_transition_matrix,
+    sampled_sweep_counts,
     site_scan_matrix,
     state_lookup,
     target_distribution,
@@ -262,6 +264,31 @@ def test_chromatic_sweep_is_exact_on_random_models(spec, x64):
         np.testing.assert_allclose(scan, matrix, atol=1e-10)
     assert_invariant_and_irreducible(matrix, pi, rows_atol=1e-10)
     assert_step_draws_from(matrix, kernel, target, states, spec.seed, spec.describe())
+
+
+@settings(max_examples=4, **SETTINGS)
+@given(spec=rm.model_specs(continuous=False))
+def test_pair_tables_give_the_scan_conditionals_on_random_models(spec, x64):
+    """Where detection proved every term to depend on two coordinates at most, a
+    systematic scan reading its conditionals from pair tables has the matrix of the scan
+    reading them from ``log pi`` (1e-10, in a random order), and the compiled sweep by
+    tables draws from it."""
+    assume(_small(spec, 120))
+    kernel = ChromaticGibbs(rm.build_model(spec))
+    _, target = discrete_target(spec, kernel)
+    supports = target.supports
+    tables = site_scan.pair_tables(
+        target.structure, supports.lower, supports.upper, cheaper_only=False
+    )
+    assume(tables is not None)
+    states = rm.enumerated_states(spec)
+    order = np.random.default_rng(spec.seed).permutation(target.num_coords)
+    by_log_pi = site_scan_matrix(target, target.neighbourhood, states, order)
+    by_tables = site_scan_matrix(target, target.neighbourhood, states, order, tables)
+    np.testing.assert_allclose(by_tables, by_log_pi, atol=1e-10, err_msg=spec.describe())
+    sweep = site_scan.build_kernel(target.neighbourhood, order, tables)
+    counts = sampled_sweep_counts(sweep, target, states, spec.seed)
+    assert chi_square_rows(counts, by_log_pi) > 1e-4, spec.describe()
 
 
 @settings(max_examples=3, **SETTINGS)

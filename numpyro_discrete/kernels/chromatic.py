@@ -117,6 +117,7 @@ class ChromaticGibbs(ExactSweepKernel):
     # set by AutoDiscrete when it chose this kernel for a small dense model (one class per
     # coordinate is then the intended systematic-scan Gibbs, not a structure to expose)
     _dense_chosen = False
+    _pair_tables: site_scan.PairTables | None = None
 
     def __init__(
         self,
@@ -129,6 +130,14 @@ class ChromaticGibbs(ExactSweepKernel):
         super().__init__(
             model, potential_fn, weights="exact", ordinal_window=ordinal_window, supports=supports
         )
+
+    @property
+    def by_pair_tables(self) -> bool:
+        """Whether the sweep (after ``init``) is a systematic scan that reads each
+        coordinate's conditional from tables of the model's pairwise terms
+        (:func:`~numpyro_discrete.core.site_scan.pair_tables`) instead of evaluating the
+        model at each option."""
+        return self._pair_tables is not None
 
     def get_diagnostics_str(self, state: ChromaticGibbsState) -> str:
         return f"acc. prob={float(state.mean_accept_prob):.2f}, {self.num_colours} colours"
@@ -177,8 +186,13 @@ class ChromaticGibbs(ExactSweepKernel):
             # exact whatever the structure, so the sweep is a systematic scan
             self._mh_test = False
             order = chromatic.class_members(structure)[0][: structure.num_coords]
-            self._transition = site_scan.build_kernel(target.neighbourhood, order)
+            # a pairwise model: its conditionals read from tables of its terms
+            supports = target.supports
+            tables = site_scan.pair_tables(structure, supports.lower, supports.upper)
+            self._pair_tables = tables
+            self._transition = site_scan.build_kernel(target.neighbourhood, order, tables)
             return
+        self._pair_tables = None
         self._mh_test = not (structure.exact and whole_supports)
         # proven but with ordinal windows: each coordinate tested on its own (a joint test
         # of a large class of counts accepts almost never)
