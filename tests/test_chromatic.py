@@ -615,10 +615,9 @@ def test_a_pairwise_dense_model_scans_by_pair_tables(chain_method):
     assert kernel.num_colours == 12 and kernel.by_pair_tables and not kernel.mh_test
     draws = np.asarray(mcmc.get_samples(group_by_chain=True)["x"], np.float64)
     assert_mean_within_mcse(draws, pi @ states)
-    pairs = (draws[..., :, None] * draws[..., None, :])[
-        ..., np.triu_indices(12, 1)[0], np.triu_indices(12, 1)[1]
-    ]
-    exact = np.einsum("s,si,sj->ij", pi, states, states)[np.triu_indices(12, 1)]
+    first, second = np.triu_indices(12, 1)
+    pairs = draws[..., first] * draws[..., second]
+    exact = np.einsum("s,si,sj->ij", pi, states, states)[first, second]
     assert_mean_within_mcse(pairs, exact, what="pairwise products")
 
 
