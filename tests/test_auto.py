@@ -44,6 +44,12 @@ def large_dense():
     numpyro.factor("f", -0.001 * jnp.sum(x) ** 2)
 
 
+def large_pairwise():  # 150 labels that all interact, by terms of two labels each
+    z = numpyro.sample("z", dist.Categorical(jnp.ones(3) / 3).expand([150]))
+    affinity = jnp.array([[0.5, -0.2, 0.1], [-0.2, 0.4, 0.0], [0.1, 0.0, 0.3]])
+    numpyro.factor("pairs", jnp.triu(affinity[z[:, None], z[None, :]], 1) / 150)
+
+
 @pytest.mark.parametrize(
     ("model", "chosen"),
     [
@@ -52,6 +58,7 @@ def large_dense():
         (labels, ChromaticGibbs),
         (small_dense, ChromaticGibbs),
         (large_dense, ALBP),
+        (large_pairwise, ChromaticGibbs),
     ],
 )
 def test_the_rule_on_each_structure(model, chosen, caplog):
@@ -62,6 +69,9 @@ def test_the_rule_on_each_structure(model, chosen, caplog):
     assert kernel.reason
     assert f"discrete kernel {chosen.__name__}" in caplog.text
     assert kernel.get_diagnostics_str(kernel.chosen.init(random.key(1), 0, None, (), {}))
+    if model is large_pairwise:
+        # 150 x 2 evaluations for the scan by log pi: chosen for its pair tables
+        assert kernel.chosen.by_pair_tables and "pair tables" in kernel.reason
 
 
 @pytest.mark.slow

@@ -101,6 +101,11 @@ class PairTables(NamedTuple):
         """``S``."""
         return int(self.state_of.shape[-1])
 
+    @property
+    def num_states(self) -> int:
+        """``P``, the states evaluated (in one batch) per sweep."""
+        return int(self.states.shape[0])
+
 
 def pair_tables(
     structure: TermStructure, lower: np.ndarray, upper: np.ndarray, cheaper_only: bool = True
