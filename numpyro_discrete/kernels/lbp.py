@@ -192,10 +192,9 @@ class ALBP(PathKernel):
     post-warmup step is an exact mixture of LBP-R kernels. When warmup has ended with ``R``
     near 1 and an acceptance rate far below the target (a longer path cannot help: the
     proposal itself is poor), a ``RuntimeWarning`` names the sites whose weights come from
-    the gradient and suggests exact weights. The check runs on the host where numpyro's
-    progress bar reads the state (``progress_bar=True``, its default, for sequential and
-    parallel chains); without it, compare the ``extra_fields`` ``"accept_prob"`` and
-    ``"path_length"`` with the target.
+    the gradient and suggests exact weights. The check runs at the end of warmup, inside
+    the compiled step (a host callback), under every chain method and with numpyro's
+    progress bar on or off.
 
     **References:**
 
