@@ -20,6 +20,7 @@ from numpyro.infer import MCMC
 from numpyro_discrete.core import block_gibbs, chromatic, site_scan
 from numpyro_discrete.core.local_ratios import coloured_ratios, exact_local_fn
 from numpyro_discrete.core.neighbourhood import CoordinateSupports, SupportKind
+from numpyro_discrete.core.pair_tables import evaluate_pair_tables
 
 # --- enumerated spaces ----------------------------------------------------------------------
 
@@ -398,7 +399,7 @@ def site_scan_matrix(target, neighbourhood, states, order, tables=None):
         conditional = jax.jit(
             lambda x, j: site_scan.pair_conditional(
                 tables,
-                site_scan.evaluate_pair_tables(tables, log_terms, x.dtype),
+                evaluate_pair_tables(tables, log_terms, x.dtype),
                 neighbourhood,
                 x,
                 j,

@@ -19,6 +19,7 @@ from numpyro.infer import MCMC, NUTS, Gibbs
 from numpyro_discrete import ChromaticGibbs, ChromaticGibbsState, LBPGibbs, SiteSupport
 from numpyro_discrete.core import chromatic, site_scan
 from numpyro_discrete.core.neighbourhood import coordinate_neighbourhood
+from numpyro_discrete.core.pair_tables import pair_tables
 from numpyro_discrete.kernels.chromatic import WHOLE_SUPPORT_SPAN
 from numpyro_discrete.model.target import DiscreteTarget
 from numpyro_discrete.structure.stencils import find_stencil
@@ -279,9 +280,7 @@ def test_site_scan_draws_exact_conditionals(space, by_tables, x64):
     tables = None
     if by_tables:
         supports = target.supports
-        tables = site_scan.pair_tables(
-            target.structure, supports.lower, supports.upper, cheaper_only=False
-        )
+        tables = pair_tables(target.structure, supports.lower, supports.upper)
         assert tables is not None
     pi = target_distribution(target, states)
     order = np.array([2, 0, 3, 1])
@@ -299,18 +298,23 @@ def test_site_scan_draws_exact_conditionals(space, by_tables, x64):
 
 
 def test_pair_tables_only_where_every_term_has_two_coordinates_at_most():
-    """The pair tables refuse a term of three coordinates and an unproven structure, and
-    by default a model where their evaluations would not be fewer than the scan's
-    (``N (S - 1)``: the four-spin cycle's 4 states against its 4 evaluations)."""
+    """The pair tables refuse a term of three coordinates and an unproven structure; the
+    kernel reads them only where they take fewer evaluations than the scan by ``log pi``
+    (``N (S - 1)``: four spins that all interact take 6 states against 4 evaluations)."""
     mixed, _ = _space("mixed")
-    supports = mixed.supports
-    assert site_scan.pair_tables(mixed.structure, supports.lower, supports.upper, False) is None
+    assert pair_tables(mixed.structure, mixed.supports.lower, mixed.supports.upper) is None
     cycle, _ = _space("binary")
     bounds = (cycle.supports.lower, cycle.supports.upper)
-    assert site_scan.pair_tables(cycle.structure, *bounds, cheaper_only=False) is not None
-    assert site_scan.pair_tables(cycle.structure, *bounds) is None
-    unproven = cycle.structure._replace(exact=False)
-    assert site_scan.pair_tables(unproven, *bounds, cheaper_only=False) is None
+    assert pair_tables(cycle.structure, *bounds) is not None
+    assert pair_tables(cycle.structure._replace(exact=False), *bounds) is None
+
+    def four_spins():
+        x = numpyro.sample("x", dist.Bernoulli(0.5).expand([4]))
+        numpyro.factor("pairs", 0.3 * jnp.triu(x[:, None] * x[None, :], 1))
+
+    kernel = ChromaticGibbs(four_spins)
+    kernel.init(random.key(0), 0, None, (), {})
+    assert kernel.num_colours == 4 and not kernel.by_pair_tables
 
 
 def test_site_scan_leaves_a_state_of_probability_zero(x64):

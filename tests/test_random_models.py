@@ -48,6 +48,7 @@ from numpyro_discrete import (
 )
 from numpyro_discrete.core import block_gibbs, chromatic, collapse, site_scan
 from numpyro_discrete.core.neighbourhood import squared_distance_fn
+from numpyro_discrete.core.pair_tables import pair_tables
 from numpyro_discrete.structure.chain_blocks import find_chain_blocks
 from numpyro_discrete.structure.stencils import find_stencil
 
@@ -277,9 +278,7 @@ def test_pair_tables_give_the_scan_conditionals_on_random_models(spec, x64):
     kernel = ChromaticGibbs(rm.build_model(spec))
     _, target = discrete_target(spec, kernel)
     supports = target.supports
-    tables = site_scan.pair_tables(
-        target.structure, supports.lower, supports.upper, cheaper_only=False
-    )
+    tables = pair_tables(target.structure, supports.lower, supports.upper)
     assume(tables is not None)
     states = rm.enumerated_states(spec)
     order = np.random.default_rng(spec.seed).permutation(target.num_coords)

@@ -15,7 +15,7 @@ of :class:`~numpyro_discrete.LBPGibbs`): at ``init`` it reads the structure once
    most :data:`SWEEP_BUDGET` evaluations of the model's terms (colour classes times
    candidate values): mixtures given their parameters (one class), lattices (two), block
    models and small dense models (one class per coordinate: a systematic-scan Gibbs), and
-   pairwise models whose pair tables (:func:`~numpyro_discrete.core.site_scan.pair_tables`)
+   pairwise models whose pair tables (:mod:`~numpyro_discrete.core.pair_tables`)
    take at most as many batched evaluations (a 150-node block model: 51 evaluations
    against 300 for the scan by ``log pi``; a first run of 45 s against ALBP's 289 s, and
    5.8 times its min ESS per second of a later run);
@@ -39,7 +39,7 @@ from numpyro.infer.mcmc import MCMCKernel
 
 from numpyro_discrete.core.block_gibbs import MAX_BLOCK_VALUES, block_plan, value_counts
 from numpyro_discrete.core.collapse import MAX_SUMMED_VALUES
-from numpyro_discrete.core.site_scan import pair_tables
+from numpyro_discrete.core.pair_tables import pair_tables
 from numpyro_discrete.kernels.base import DiscreteKernel
 from numpyro_discrete.kernels.block_gibbs import BlockGibbs
 from numpyro_discrete.kernels.chromatic import ChromaticGibbs

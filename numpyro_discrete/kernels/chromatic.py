@@ -14,6 +14,7 @@ from numpyro_discrete.core.neighbourhood import (
     coordinate_neighbourhood,
     ladder_offsets,
 )
+from numpyro_discrete.core.pair_tables import PairTables, pair_tables
 from numpyro_discrete.kernels.exact_sweep import ExactSweepKernel, ExactSweepState
 from numpyro_discrete.model.layout import SiteSupport
 from numpyro_discrete.model.move_scales import support_spans
@@ -117,7 +118,7 @@ class ChromaticGibbs(ExactSweepKernel):
     # set by AutoDiscrete when it chose this kernel for a small dense model (one class per
     # coordinate is then the intended systematic-scan Gibbs, not a structure to expose)
     _dense_chosen = False
-    _pair_tables: site_scan.PairTables | None = None
+    _pair_tables: PairTables | None = None
 
     def __init__(
         self,
@@ -135,7 +136,7 @@ class ChromaticGibbs(ExactSweepKernel):
     def by_pair_tables(self) -> bool:
         """Whether the sweep (after ``init``) is a systematic scan that reads each
         coordinate's conditional from tables of the model's pairwise terms
-        (:func:`~numpyro_discrete.core.site_scan.pair_tables`) instead of evaluating the
+        (:mod:`~numpyro_discrete.core.pair_tables`) instead of evaluating the
         model at each option."""
         return self._pair_tables is not None
 
@@ -186,9 +187,14 @@ class ChromaticGibbs(ExactSweepKernel):
             # exact whatever the structure, so the sweep is a systematic scan
             self._mh_test = False
             order = chromatic.class_members(structure)[0][: structure.num_coords]
-            # a pairwise model: its conditionals read from tables of its terms
+            # a pairwise model: its conditionals read from tables of its terms, where they
+            # take fewer evaluations than the scan by log pi
             supports = target.supports
-            tables = site_scan.pair_tables(structure, supports.lower, supports.upper)
+            tables = pair_tables(structure, supports.lower, supports.upper)
+            if tables is not None and tables.num_states >= structure.num_coords * (
+                tables.num_slots - 1
+            ):
+                tables = None
             self._pair_tables = tables
             self._transition = site_scan.build_kernel(target.neighbourhood, order, tables)
             return
