@@ -47,7 +47,8 @@ from numpyro_discrete import (
     LBPGibbs,
 )
 from numpyro_discrete.core import block_gibbs, chromatic, collapse, site_scan
-from numpyro_discrete.core.neighbourhood import squared_distance_fn
+from numpyro_discrete.core.local_ratios import exact_local_fn, pair_table_ratios
+from numpyro_discrete.core.neighbourhood import coordinate_neighbourhood, squared_distance_fn
 from numpyro_discrete.core.pair_tables import pair_tables
 from numpyro_discrete.structure.chain_blocks import find_chain_blocks
 from numpyro_discrete.structure.stencils import find_stencil
@@ -270,8 +271,9 @@ def test_chromatic_sweep_is_exact_on_random_models(spec, x64):
 @settings(max_examples=4, **SETTINGS)
 @given(spec=rm.model_specs(continuous=False))
 def test_pair_tables_give_the_scan_conditionals_on_random_models(spec, x64):
-    """Where detection proved every term to depend on two coordinates at most, a
-    systematic scan reading its conditionals from pair tables has the matrix of the scan
+    """Where detection proved every term to depend on two coordinates at most, the exact
+    local ratios read from pair tables equal the brute-force ones at every state, a
+    systematic scan reading its conditionals from the tables has the matrix of the scan
     reading them from ``log pi`` (1e-10, in a random order), and the compiled sweep by
     tables draws from it."""
     assume(_small(spec, 120))
@@ -281,11 +283,26 @@ def test_pair_tables_give_the_scan_conditionals_on_random_models(spec, x64):
     tables = pair_tables(target.structure, supports.lower, supports.upper)
     assume(tables is not None)
     states = rm.enumerated_states(spec)
+    by_tables = pair_table_ratios(target.log_terms(), tables, None)
+    # the whole supports ChromaticGibbs reads, and windows of one (ALBP's ordinal moves)
+    for neighbourhood in (target.neighbourhood, coordinate_neighbourhood(target.supports, 1)):
+        brute = jax.jit(jax.vmap(exact_local_fn(target.log_density(), neighbourhood)))
+
+        @jax.jit
+        @jax.vmap
+        def ratios(x, neighbourhood=neighbourhood):
+            valid = neighbourhood.valid(x)
+            log_p, d = by_tables(x, None, neighbourhood.candidates(x), valid)
+            return log_p, jnp.where(valid, d, -jnp.inf)
+
+        for got, expected in zip(ratios(states), brute(jnp.asarray(states)), strict=True):
+            np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-9, err_msg=spec.describe())
+    neighbourhood = target.neighbourhood
     order = np.random.default_rng(spec.seed).permutation(target.num_coords)
-    by_log_pi = site_scan_matrix(target, target.neighbourhood, states, order)
-    by_tables = site_scan_matrix(target, target.neighbourhood, states, order, tables)
-    np.testing.assert_allclose(by_tables, by_log_pi, atol=1e-10, err_msg=spec.describe())
-    sweep = site_scan.build_kernel(target.neighbourhood, order, tables)
+    by_log_pi = site_scan_matrix(target, neighbourhood, states, order)
+    scan_by_tables = site_scan_matrix(target, neighbourhood, states, order, tables)
+    np.testing.assert_allclose(scan_by_tables, by_log_pi, atol=1e-10, err_msg=spec.describe())
+    sweep = site_scan.build_kernel(neighbourhood, order, tables)
     counts = sampled_sweep_counts(sweep, target, states, spec.seed)
     assert chi_square_rows(counts, by_log_pi) > 1e-4, spec.describe()
 

@@ -14,7 +14,9 @@ import jax.numpy as jnp
 import numpyro
 import numpyro.distributions as dist
 
-from numpyro_discrete.core.local_ratios import coloured_ratios
+from numpyro_discrete.core.local_ratios import coloured_ratios, exact_local_fn, pair_table_ratios
+from numpyro_discrete.core.pair_tables import pair_tables
+from numpyro_discrete.model import potential
 from numpyro_discrete.model.initial_values import initial_position
 from numpyro_discrete.model.target import DiscreteTarget
 from numpyro_discrete.structure.colouring import (
@@ -337,6 +339,71 @@ def test_coloured_ratios_equal_brute_force(name, sums, x64):
         np.testing.assert_allclose(
             np.where(valid_of(x)[rows], d_rows, -np.inf), d_brute[rows], rtol=1e-9, atol=1e-9
         )
+
+
+PAIRWISE_MODELS = ["ising", "potts", "mixture", "block"]
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_pair_table_ratios_equal_brute_force(name, x64):
+    """Where every term depends on two coordinates at most (lattices, the mixture's unary
+    terms, the block model's pairs), the exact ratios read from pair tables equal the
+    brute-force ones, for every coordinate and for every other one (the exact sites beside
+    gradient ones); a term of three coordinates or a dense one (the factorial HMM's
+    emissions, the mixed and dense models) has no tables."""
+    target = _target(MODELS[name])
+    supports = target.supports
+    layout = pair_tables(target.structure, supports.lower, supports.upper)
+    assert (layout is not None) == (name in PAIRWISE_MODELS)
+    if layout is None:
+        return
+    log_terms = target.log_terms()
+    brute = jax.jit(exact_local_fn(target.log_density(), target.neighbourhood))
+    rows = np.arange(0, target.num_coords, 2)
+
+    @jax.jit
+    def by_tables(x):
+        candidates, valid = target.neighbourhood.candidates(x), target.neighbourhood.valid(x)
+        log_p, d = pair_table_ratios(log_terms, layout, None)(x, None, candidates, valid)
+        _, d_rows = pair_table_ratios(log_terms, layout, rows)(x, log_p, candidates, valid)
+        return log_p, jnp.where(valid, d, -jnp.inf), jnp.where(valid[rows], d_rows, -jnp.inf)
+
+    for seed in range(3):
+        x = _random_position(target, seed)
+        log_p, d, d_rows = by_tables(x)
+        log_p_brute, d_brute = brute(x)
+        np.testing.assert_allclose(log_p, log_p_brute, rtol=1e-10)
+        np.testing.assert_allclose(d, d_brute, rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(d_rows, d_brute[rows], rtol=1e-9, atol=1e-9)
+
+
+def test_the_local_function_reads_pair_tables_where_they_cost_less(monkeypatch, x64):
+    """150 labels that all interact by pairs: ``C x M = 300`` evaluations colour-batched,
+    51 states in the tables, which the target's local function then reads (equal to brute
+    force)."""
+    built = []
+
+    def recorded(*args):
+        built.append(args[1])
+        return pair_table_ratios(*args)
+
+    monkeypatch.setattr(potential, "pair_table_ratios", recorded)
+
+    def labels():
+        z = numpyro.sample("z", dist.Categorical(jnp.ones(3) / 3).expand([150]))
+        affinity = jnp.array([[0.5, -0.2, 0.1], [-0.2, 0.4, 0.0], [0.1, 0.0, 0.3]])
+        numpyro.factor("pairs", jnp.triu(affinity[z[:, None], z[None, :]], 1))
+
+    target = _target(labels)
+    supports = target.supports
+    layout = pair_tables(target.structure, supports.lower, supports.upper)
+    assert target.num_colours == 150 and layout.num_states == 51
+    x = _random_position(target)
+    log_p, d = jax.jit(target.local_fn((), {}))(x)
+    assert len(built) == 1 and built[0].num_states == 51
+    log_p_brute, d_brute = jax.jit(exact_local_fn(target.log_density(), target.neighbourhood))(x)
+    np.testing.assert_allclose(log_p, log_p_brute, rtol=1e-10)
+    np.testing.assert_allclose(d, d_brute, rtol=1e-9, atol=1e-9)
 
 
 # --- what "auto" picks --------------------------------------------------------------------------

@@ -10,7 +10,9 @@ Ratios come from one of two sources, chosen per coordinate:
 - exact (Zanella 2020): every single-coordinate change evaluated, batched with ``vmap``
   (``N x M`` evaluations of ``log pi``), or, when the terms of ``log pi`` and the classes of a
   colouring are known, colour-batched (``C x M`` evaluations of the term array,
-  ``ALGORITHMS.md``, "Structure").
+  ``ALGORITHMS.md``, "Structure"), or, when every term depends on two coordinates at most,
+  read from pair tables (:mod:`~numpyro_discrete.core.pair_tables`: ``P`` evaluations of
+  the term array, however many colours).
 """
 
 from collections.abc import Callable
@@ -22,6 +24,11 @@ from jax import lax
 import jax.numpy as jnp
 
 from numpyro_discrete.core.neighbourhood import Neighbourhood
+from numpyro_discrete.core.pair_tables import (
+    PairTables,
+    evaluate_pair_tables,
+    slot_log_potentials,
+)
 from numpyro_discrete.core.rows import row_sum
 from numpyro_discrete.structure.colouring import TermStructure
 from numpyro_discrete.structure.stencils import Stencil, structure_stencil
@@ -37,6 +44,7 @@ __all__ = [
     "exact_local_fn",
     "gradient_local_fn",
     "mixed_local_fn",
+    "pair_table_ratios",
     "stencil_sums",
 ]
 
@@ -288,6 +296,31 @@ def coloured_ratios(
             if coords is not None:
                 d = d[rows]
         return jnp.sum(terms_x), jnp.where(jnp.isnan(d), -jnp.inf, d)
+
+    return ratios
+
+
+def pair_table_ratios(
+    log_terms: Callable[[jax.Array], jax.Array], layout: PairTables, coords: np.ndarray | None
+) -> ExactRatios:
+    """Exact ratios of the coordinates `coords` (``None``: all) from pair tables: the terms
+    evaluated at the ``P`` states of `layout` in one batch, then each row's
+    log-potentials over its values (:func:`~numpyro_discrete.core.pair_tables.slot_log_potentials`),
+    read at its candidates and at its current value."""
+    num_coords = layout.lower.shape[0]
+    rows = np.arange(num_coords) if coords is None else np.asarray(coords)
+    lower = jnp.asarray(layout.lower[rows])[:, None]
+    last = layout.num_slots - 1
+
+    def ratios(x: jax.Array, log_p: jax.Array | None, candidates: jax.Array, valid: jax.Array):
+        tables = evaluate_pair_tables(layout, log_terms, x.dtype)
+        potentials = slot_log_potentials(layout, tables, x, jnp.asarray(rows))  # (R, S)
+        current = jnp.take_along_axis(potentials, jnp.clip(x[rows, None] - lower, 0, last), 1)
+        moved = jnp.take_along_axis(potentials, jnp.clip(candidates[rows] - lower, 0, last), 1)
+        d = moved - current
+        if log_p is None:
+            log_p = jnp.sum(log_terms(x))
+        return log_p, jnp.where(jnp.isnan(d), -jnp.inf, d)
 
     return ratios
 

@@ -15,8 +15,14 @@ import jax.numpy as jnp
 from numpyro.infer.gibbs import with_conditioning
 from numpyro.infer.util import compute_log_probs, log_density
 
-from numpyro_discrete.core.local_ratios import LocalFn, coloured_ratios, mixed_local_fn
+from numpyro_discrete.core.local_ratios import (
+    LocalFn,
+    coloured_ratios,
+    mixed_local_fn,
+    pair_table_ratios,
+)
 from numpyro_discrete.core.neighbourhood import Neighbourhood
+from numpyro_discrete.core.pair_tables import pair_tables
 from numpyro_discrete.model.layout import SiteLayout
 from numpyro_discrete.structure.colouring import TermStructure
 
@@ -165,7 +171,19 @@ def local_fn_for(
     has_exact_coords = exact_coords is None or len(exact_coords) > 0
     if has_exact_coords and coloured is not None:
         log_terms, structure = coloured
-        exact_ratios = coloured_ratios(flat_log_density(log_terms, layout), structure, exact_coords)
+        flat_terms = flat_log_density(log_terms, layout)
+        supports = layout.coordinate_supports()
+        tables = pair_tables(structure, supports.lower, supports.upper)
+        # colour-batched: the classes holding an exact coordinate, each at M candidates
+        rows = slice(None) if exact_coords is None else exact_coords
+        num_classes = np.unique(structure.colour[rows]).size
+        num_candidates = jax.eval_shape(neighbourhood.candidates, np.asarray(supports.lower)).shape[
+            1
+        ]
+        if tables is not None and tables.num_states < num_classes * num_candidates:
+            exact_ratios = pair_table_ratios(flat_terms, tables, exact_coords)
+        else:
+            exact_ratios = coloured_ratios(flat_terms, structure, exact_coords)
     return mixed_local_fn(
         flat_log_density(log_joint, layout, gradient_sites) if gradient_sites else None,
         flat_log_density(log_joint, layout) if exact_sites else None,
