@@ -98,8 +98,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 import math
 import os
-from pathlib import Path
-import time
 from typing import Any
 
 import numpy as np
@@ -114,26 +112,27 @@ from numpyro.infer.mcmc import MCMCKernel
 from numpyro_discrete import ALBP, LBP
 
 from benchmarks.measurement import (
-    PROBE_DRAWS,
+    RESULTS_DIR,
     benchmark_parser,
-    call_timing,
     chunk_timing,
-    coordinate_ess,
-    environment,
-    expected_jump_distance,
+    draw_metrics,
+    field_mean,
     fmt,
     fresh_compilation_cache,
-    hamming_ess,
     markdown_table,
+    number_column,
     parse_benchmark_args,
-    probe_seconds,
+    per_second,
+    probe_timing,
     release_compiled_programs,
+    result_record,
+    sequential_mcmc,
     timed_run,
+    timed_warmup,
     write_results,
 )
 from benchmarks.targets import Target, bernoulli_target, ising_target
 
-DEFAULT_OUT_DIR = Path(__file__).resolve().parent / "results"
 SITE = "x"
 GIBBS = "DiscreteGibbs"
 
@@ -280,10 +279,6 @@ class Row:
     ess_hamming_per_s_vs_gibbs: float | None = None
 
 
-def _rate(ess: float, seconds: float) -> float:
-    return ess / seconds if seconds > 0 else math.nan
-
-
 # --- running ------------------------------------------------------------------------------
 
 
@@ -307,18 +302,8 @@ def run_sampler(
     """Warm up (from `init_params` if given, else a prior draw), then sample in
     `num_chunks` timed chunks; compute every metric."""
     chunk_size = math.ceil(num_samples / num_chunks)
-    mcmc = MCMC(
-        spec.make(target.model),
-        num_warmup=num_warmup,
-        num_samples=chunk_size,
-        num_chains=num_chains,
-        chain_method="sequential",
-        progress_bar=False,
-    )
-    start = time.perf_counter()
-    mcmc.warmup(rng_key, extra_fields=spec.extra_fields, init_params=init_params)
-    jax.block_until_ready(mcmc.post_warmup_state)
-    warmup_s = time.perf_counter() - start
+    mcmc = sequential_mcmc(spec.make(target.model), num_warmup, chunk_size, num_chains)
+    warmup_s = timed_warmup(mcmc, rng_key, extra_fields=spec.extra_fields, init_params=init_params)
 
     draws, extras, chunk_s = [], [], []
     for _ in range(num_chunks):
@@ -328,29 +313,16 @@ def run_sampler(
         fields = mcmc.get_extra_fields(group_by_chain=True)
         extras.append({name: np.asarray(value) for name, value in fields.items()})
         mcmc.post_warmup_state = mcmc.last_state
-    # the probe: a run of a few draws from the last state, timed at its second call (the
-    # first compiles its program); its draws are not used
-    probe_size = max(1, min(PROBE_DRAWS, chunk_size // 10))
-    mcmc.num_samples = probe_size
-    probe_s = probe_seconds(lambda: later_run(mcmc, spec))
-    calls = call_timing(chunk_s, chunk_size, probe_s, probe_size)
+    calls = probe_timing(mcmc, lambda: later_run(mcmc, spec), chunk_s, chunk_size)
     x = np.concatenate(draws, axis=1).astype(np.int8)  # (chains, draws, N)
     extra = {k: np.concatenate([e[k] for e in extras], axis=1) for k in spec.extra_fields}
 
-    ess = coordinate_ess(x)
-    defined = np.isfinite(ess)
-    ess_mean = float(ess[defined].mean()) if defined.any() else math.nan
-    ess_min = float(ess[defined].min()) if defined.any() else math.nan
-    ess_ham = hamming_ess(x, reference)
+    metrics = draw_metrics(x, extra, reference)
     # numpyro's warmup loop has `num_warmup` steps and buffers for `chunk_size` draws: the
     # same program as a chunk when the two are equal
     compiled_in_warmup = num_warmup == chunk_size
     compile_s = chunk_timing(chunk_s, warmup_s, compiled_in_warmup)[0]
     sampling_s = calls.seconds_per_step * x.shape[1]
-
-    def mean_of(field: str) -> float | None:
-        return float(np.mean(extra[field])) if field in extra else None
-
     return Row(
         target=target.name,
         sampler=spec.name,
@@ -360,22 +332,16 @@ def run_sampler(
         num_chains=num_chains,
         num_warmup=num_warmup,
         num_samples=x.shape[1],
-        acceptance=mean_of("accept_prob"),
-        final_R=mean_of("path_length"),
-        ejd=expected_jump_distance(x),
-        mean_num_changed=mean_of("num_changed"),
-        ess_mean=ess_mean,
-        ess_min=ess_min,
-        num_undefined_ess=int((~defined).sum()),
-        ess_hamming=ess_ham,
+        **metrics,
+        mean_num_changed=field_mean(extra, "num_changed"),
         warmup_s=warmup_s,
         compile_s=compile_s,
         sampling_s=sampling_s,
         chunk_s=chunk_s,
         run_overhead_s=calls.overhead_s,
         compiled_in_warmup=compiled_in_warmup,
-        ess_min_per_s=_rate(ess_min, sampling_s),
-        ess_hamming_per_s=_rate(ess_ham, sampling_s),
+        ess_min_per_s=per_second(metrics["ess_min"], sampling_s),
+        ess_hamming_per_s=per_second(metrics["ess_hamming"], sampling_s),
     )
 
 
@@ -427,19 +393,19 @@ COLUMNS = (
     ("target", lambda r: r.target),
     ("sampler", lambda r: r.sampler),
     ("draws", lambda r: str(r.num_chains * r.num_samples)),
-    ("acc", lambda r: fmt(r.acceptance)),
-    ("R", lambda r: fmt(r.final_R, 4)),
-    ("EJD", lambda r: fmt(r.ejd, 4)),
-    ("ESS mean", lambda r: fmt(r.ess_mean, 4)),
-    ("ESS min", lambda r: fmt(r.ess_min, 4)),
-    ("ESS Ham.", lambda r: fmt(r.ess_hamming, 4)),
-    ("compile s", lambda r: fmt(r.compile_s)),
-    ("run overhead s", lambda r: fmt(r.run_overhead_s)),
-    ("sampling s", lambda r: fmt(r.sampling_s)),
-    ("minESS/s", lambda r: fmt(r.ess_min_per_s)),
-    ("HamESS/s", lambda r: fmt(r.ess_hamming_per_s)),
-    ("x Gibbs (min)", lambda r: fmt(r.ess_min_per_s_vs_gibbs)),
-    ("x Gibbs (Ham.)", lambda r: fmt(r.ess_hamming_per_s_vs_gibbs)),
+    number_column("acc", "acceptance"),
+    number_column("R", "final_R", 4),
+    number_column("EJD", "ejd", 4),
+    number_column("ESS mean", "ess_mean", 4),
+    number_column("ESS min", "ess_min", 4),
+    number_column("ESS Ham.", "ess_hamming", 4),
+    number_column("compile s", "compile_s"),
+    number_column("run overhead s", "run_overhead_s"),
+    number_column("sampling s", "sampling_s"),
+    number_column("minESS/s", "ess_min_per_s"),
+    number_column("HamESS/s", "ess_hamming_per_s"),
+    number_column("x Gibbs (min)", "ess_min_per_s_vs_gibbs"),
+    number_column("x Gibbs (Ham.)", "ess_hamming_per_s_vs_gibbs"),
 )
 
 
@@ -521,7 +487,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         FULL,
         QUICK,
         _SIZE_HELP,
-        (DEFAULT_OUT_DIR, DEFAULT_OUT_DIR),
+        (RESULTS_DIR, RESULTS_DIR),
         seed_help="MCMC keys and Hamming reference",
     )
     targets = ["bernoulli", "ising"]
@@ -533,7 +499,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--config", choices=["C1", "C2", "C3"], default="C2", help="default C2")
     parser.add_argument("--target-seed", type=int, default=0, help="target parameters (default 0)")
-    return parse_benchmark_args(parser, argv, FULL, QUICK, (DEFAULT_OUT_DIR, DEFAULT_OUT_DIR))
+    return parse_benchmark_args(parser, argv, FULL, QUICK, (RESULTS_DIR, RESULTS_DIR))
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
@@ -587,18 +553,17 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     report = markdown_report(rows, ratios, settings)
     print(report)
 
-    result = {
-        "settings": settings,
-        "environment": environment(),
-        "timing": "t_k the wall time of chunk k of n draws, t_p of the probe of p draws; "
+    result = result_record(
+        settings,
+        timing="t_k the wall time of chunk k of n draws, t_p of the probe of p draws; "
         "compile_s = t_1 - median(t_2..t_K) (warmup_s - median(t_2..t_K) when "
         "compiled_in_warmup); per_draw = (min(t_2..t_K) - t_p) / (n - p) with t_p the "
         "fastest of the probes, "
         "run_overhead_s = t_p - p * per_draw, sampling_s = per_draw * draws (see the "
         "module docstring)",
-        "rows": [asdict(row) for row in rows],
-        "ejd_ratios": ratios,
-    }
+        rows=[asdict(row) for row in rows],
+        ejd_ratios=ratios,
+    )
     write_results(args.out_dir, "bench_binary", result, report)
     return result
 

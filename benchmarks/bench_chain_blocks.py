@@ -35,8 +35,6 @@ import argparse
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 import os
-from pathlib import Path
-import time
 from typing import Any
 
 import numpy as np
@@ -46,7 +44,6 @@ from jax import random
 import jax.numpy as jnp
 
 from numpyro.diagnostics import effective_sample_size, split_gelman_rubin
-from numpyro.infer import MCMC
 
 from benchmarks.bench_fhmm import (
     METHODS,
@@ -56,16 +53,21 @@ from benchmarks.bench_fhmm import (
     steady_step_cost,
 )
 from benchmarks.measurement import (
+    RESULTS_DIR,
     benchmark_parser,
-    environment,
+    chain_states,
     fmt,
     markdown_table,
+    number_column,
     parse_benchmark_args,
+    result_record,
+    sequential_mcmc,
+    timed_later_run,
+    timed_run,
     write_results,
 )
 from benchmarks.targets import fhmm_data, fhmm_enumerated_model, fhmm_model
 
-DEFAULT_OUT_DIR = Path(__file__).resolve().parent / "results"
 DEFAULT_METHODS = ("LBPGibbs", "FFBS-Gibbs", "DiscreteHMCGibbs", "LBPGibbs[albp]")
 ANCHORS = ("FFBS-Gibbs", "DiscreteHMCGibbs")
 #: The sizes of a full run and of ``--quick`` (a smoke test).
@@ -107,27 +109,12 @@ def run(method_name: str, model_args: tuple, args: argparse.Namespace, seed: int
     num_warmup = args.gibbs_num_warmup if sweep else args.num_warmup
     num_samples = args.gibbs_num_samples if sweep else args.num_samples
     kernel = method.make(fhmm_model, fhmm_enumerated_model, model_args)
-    mcmc = MCMC(
-        kernel,
-        num_warmup=num_warmup,
-        num_samples=num_samples,
-        num_chains=args.num_chains,
-        chain_method="sequential",
-        progress_bar=False,
-    )
-    start = time.perf_counter()
-    mcmc.run(random.key(seed), *model_args)
-    jax.block_until_ready(mcmc.get_samples())
-    end_to_end = time.perf_counter() - start
+    mcmc = sequential_mcmc(kernel, num_warmup, num_samples, args.num_chains)
+    end_to_end = timed_run(mcmc, random.key(seed), *model_args)
     samples = {k: np.asarray(v) for k, v in mcmc.get_samples(group_by_chain=True).items()}
-    last = mcmc.last_state
-    first_chain = jax.tree.map(lambda leaf: leaf[0], last) if args.num_chains > 1 else last
+    first_chain = chain_states(mcmc.last_state, args.num_chains)[0]
     step_s = steady_step_cost(mcmc.sampler, first_chain, model_args)
-    mcmc.post_warmup_state = last
-    start = time.perf_counter()
-    mcmc.run(last.rng_key, *model_args)
-    jax.block_until_ready(mcmc.get_samples())
-    later = time.perf_counter() - start
+    later = timed_later_run(mcmc, *model_args)
     steps = num_samples * args.num_chains
     sampling_s = step_s * steps
     signal = mean_signal(samples["x"], samples["w"], samples["b"])
@@ -155,17 +142,17 @@ def run(method_name: str, model_args: tuple, args: argparse.Namespace, seed: int
 
 COLUMNS = (
     ("sampler", lambda r: r.method),
-    ("end to end s", lambda r: fmt(r.end_to_end_s)),
-    ("later run s", lambda r: fmt(r.later_run_s)),
-    ("fixed s of a later run", lambda r: fmt(r.later_run_fixed_s)),
-    ("step ms", lambda r: fmt(r.step_ms)),
-    ("sampling s", lambda r: fmt(r.sampling_s)),
-    ("ESS signal (min)", lambda r: fmt(r.ess_signal_min, 4)),
-    ("ESS signal (median)", lambda r: fmt(r.ess_signal_median, 4)),
-    ("ESS sigma", lambda r: fmt(r.ess_sigma, 4)),
-    ("R-hat signal (max)", lambda r: fmt(r.rhat_signal_max)),
-    ("ESS sorted abs(w)", lambda r: fmt(r.ess_sorted_abs_w_min, 4)),
-    ("ESS signal/s", lambda r: fmt(r.ess_signal_per_s)),
+    number_column("end to end s", "end_to_end_s"),
+    number_column("later run s", "later_run_s"),
+    number_column("fixed s of a later run", "later_run_fixed_s"),
+    number_column("step ms", "step_ms"),
+    number_column("sampling s", "sampling_s"),
+    number_column("ESS signal (min)", "ess_signal_min", 4),
+    number_column("ESS signal (median)", "ess_signal_median", 4),
+    number_column("ESS sigma", "ess_sigma", 4),
+    number_column("R-hat signal (max)", "rhat_signal_max"),
+    number_column("ESS sorted abs(w)", "ess_sorted_abs_w_min", 4),
+    number_column("ESS signal/s", "ess_signal_per_s"),
     ("vs FFBS-Gibbs", lambda r: fmt(r.signal_per_s_vs.get("FFBS-Gibbs"))),
     ("vs DiscreteHMCGibbs", lambda r: fmt(r.signal_per_s_vs.get("DiscreteHMCGibbs"))),
 )
@@ -189,7 +176,7 @@ def report(rows: Sequence[Row], settings: dict[str, Any]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    out_dirs = (DEFAULT_OUT_DIR, DEFAULT_OUT_DIR)
+    out_dirs = (RESULTS_DIR, RESULTS_DIR)
     parser = benchmark_parser("Chain blocks on the FHMM.", FULL, QUICK, None, out_dirs)
     parser.add_argument("--config", choices=["C1", "C2", "C3"], default="C3")
     parser.add_argument("--methods", nargs="+", default=list(DEFAULT_METHODS))
@@ -216,7 +203,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             if base:
                 row.signal_per_s_vs[anchor] = row.ess_signal_per_s / base
     text = report(rows, settings)
-    result = {"settings": settings, "environment": environment(), "rows": [asdict(r) for r in rows]}
+    result = result_record(settings, rows=[asdict(r) for r in rows])
     write_results(args.out_dir, f"bench_chain_blocks_L{args.L}_K{args.K}", result, text)
     print(text)
     return result

@@ -132,20 +132,22 @@ from numpyro_discrete import ACS, ALBP, ChromaticGibbs, LBPGibbs
 from numpyro_discrete.gallery import GALLERY
 
 from benchmarks.measurement import (
+    RESULTS_DIR,
     benchmark_parser,
     coordinate_ess,
-    environment,
     fmt,
     json_ready,
     markdown_table,
+    number_column,
     parse_benchmark_args,
+    result_record,
+    timed_first_run,
     timed_run,
     write_results,
 )
 from benchmarks.targets import ising_target
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_OUT_DIR = Path(__file__).resolve().parent / "results"
 QUICK_OUT_DIR = Path(tempfile.gettempdir()) / "bench_compile_quick"
 SITE = "x"
 GIBBS = "DiscreteGibbs"
@@ -378,14 +380,16 @@ def first_run(
     num_samples: int,
     progress_bar: bool,
 ) -> tuple[MCMC, float]:
-    """A user's first run: building the kernel and ``MCMC`` and one ``run`` until the
-    samples are ready; the ``MCMC`` and the seconds."""
-    start = time.perf_counter()
-    kernel = make_kernel(spec["sampler"], model)
-    mcmc = MCMC(kernel, num_warmup=num_warmup, num_samples=num_samples, progress_bar=progress_bar)
-    mcmc.run(jax.random.key(0), *model_args)
-    jax.block_until_ready(mcmc.get_samples())
-    return mcmc, time.perf_counter() - start
+    """A user's first run (:func:`timed_first_run`) of the spec's sampler, key 0: the
+    ``MCMC`` and the seconds."""
+    return timed_first_run(
+        lambda: make_kernel(spec["sampler"], model),
+        jax.random.key(0),
+        num_warmup,
+        num_samples,
+        *model_args,
+        progress_bar=progress_bar,
+    )
 
 
 def measure_runs(
@@ -713,17 +717,17 @@ def check_lines(checks: list[dict[str, Any]]) -> list[str]:
 TABLE_COLUMNS = (
     ("case", lambda r: r.target),
     ("sampler", lambda r: r.sampler),
-    ("import s", lambda r: fmt(r.import_s)),
-    ("first run s", lambda r: fmt(r.first_run_s)),
-    ("compile s", lambda r: fmt(r.compile_s)),
-    ("later run s", lambda r: fmt(r.later_run_s)),
-    ("later run fixed s", lambda r: fmt(r.later_run_fixed_s)),
-    ("ms/step", lambda r: fmt(r.ms_per_step)),
-    ("first run (progress bar) s", lambda r: fmt(r.first_run_pb_s)),
-    ("later run (progress bar) s", lambda r: fmt(r.later_run_pb_s)),
-    ("e2e wall s", lambda r: fmt(r.e2e_wall_s)),
-    ("e2e minESS/s", lambda r: fmt(r.e2e_min_ess_per_s)),
-    ("x Gibbs e2e", lambda r: fmt(r.x_gibbs_e2e)),
+    number_column("import s", "import_s"),
+    number_column("first run s", "first_run_s"),
+    number_column("compile s", "compile_s"),
+    number_column("later run s", "later_run_s"),
+    number_column("later run fixed s", "later_run_fixed_s"),
+    number_column("ms/step", "ms_per_step"),
+    number_column("first run (progress bar) s", "first_run_pb_s"),
+    number_column("later run (progress bar) s", "later_run_pb_s"),
+    number_column("e2e wall s", "e2e_wall_s"),
+    number_column("e2e minESS/s", "e2e_min_ess_per_s"),
+    number_column("x Gibbs e2e", "x_gibbs_e2e"),
 )
 
 
@@ -803,7 +807,7 @@ def _names(values: Sequence[str] | None, allowed: Sequence[str], what: str) -> l
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    out_dirs = (DEFAULT_OUT_DIR, QUICK_OUT_DIR)
+    out_dirs = (RESULTS_DIR, QUICK_OUT_DIR)
     parser = benchmark_parser(
         "First-run, later-run, per-step and end-to-end times of the samplers, each measured "
         "in a fresh process without a persistent compilation cache.",
@@ -863,17 +867,16 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
     checks = issue_checks(rows)
     report = markdown_report(rows, checks, settings)
     print(report)
-    result = {
-        "settings": settings,
-        "environment": environment(),
-        "command": shlex.join(str(part) for part in command),
-        "timing": "per_step_s = (long_run_s - min(short_runs_s)) / (later_num_samples - 10); "
+    result = result_record(
+        settings,
+        command=shlex.join(str(part) for part in command),
+        timing="per_step_s = (long_run_s - min(short_runs_s)) / (later_num_samples - 10); "
         "later_run_fixed_s = min(short_runs_s) - 10 * per_step_s; compile_s = first_run_s - "
         "(num_warmup + num_samples) * per_step_s; e2e_min_ess_per_s = min_ess / e2e_wall_s; "
         "steady_min_ess_per_s = min_ess / (e2e_num_samples * per_step_s) (module docstring)",
-        "rows": [asdict(row) for row in rows],
-        "issue_targets": checks,
-    }
+        rows=[asdict(row) for row in rows],
+        issue_targets=checks,
+    )
     print(f"wrote {write_results(args.out_dir, 'bench_compile', result, report)}")
     return result
 

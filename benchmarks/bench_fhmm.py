@@ -122,20 +122,22 @@ from numpyro.infer.mcmc import MCMCKernel
 from numpyro_discrete import ALBP, BlockGibbs, ChromaticGibbs, LBPGibbs
 
 from benchmarks.measurement import (
-    PROBE_DRAWS,
+    RESULTS_DIR,
     benchmark_parser,
-    call_timing,
+    chain_states,
     chunk_timing,
     coordinate_ess,
-    environment,
-    fmt,
     fresh_compilation_cache,
     hamming_ess,
     markdown_table,
+    number_column,
     parse_benchmark_args,
-    probe_seconds,
+    probe_timing,
     release_compiled_programs,
+    result_record,
+    sequential_mcmc,
     timed_run,
+    timed_warmup,
     write_results,
 )
 from benchmarks.targets import (
@@ -146,7 +148,6 @@ from benchmarks.targets import (
     fhmm_model,
 )
 
-DEFAULT_OUT_DIR = Path(__file__).resolve().parent / "results"
 GIBBS_TYPE = ("Gibbs[DiscreteGibbs-mod]", "DiscreteHMCGibbs", "MixedHMC")
 
 
@@ -402,19 +403,13 @@ def run_method(
         row.note = f"warmup and two chunks predicted at {minimum_s:.0f} s > budget {budget:.0f} s"
         return row
 
-    mcmc = MCMC(method.make(*models, model_args), num_warmup=num_warmup, num_samples=chunk,
-                thinning=row.thinning, num_chains=num_chains, chain_method="sequential",
-                progress_bar=False)  # fmt: skip
-    start = time.perf_counter()
-    mcmc.warmup(key_run, *model_args)
-    jax.block_until_ready(mcmc.post_warmup_state)
-    row.warmup_s = time.perf_counter() - start
+    kernel = method.make(*models, model_args)
+    mcmc = sequential_mcmc(kernel, num_warmup, chunk, num_chains, thinning=row.thinning)
+    row.warmup_s = timed_warmup(mcmc, key_run, *model_args)
     if sampling_seconds is not None:
         # The pilot's cost is that of unadapted steps (NUTS's first step size is 1, its trees
         # of any depth); equal sampling time needs the cost after warmup.
-        first_chain = mcmc.post_warmup_state
-        if num_chains > 1:
-            first_chain = jax.tree.map(lambda leaf: leaf[0], first_chain)
+        first_chain = chain_states(mcmc.post_warmup_state, num_chains)[0]
         row.step_s = steady_step_cost(mcmc.sampler, first_chain, model_args)
         row.thinning, chunk = sampling_plan(
             num_samples, row.step_s, num_chunks, sampling_seconds, max_draws, num_chains
@@ -439,12 +434,10 @@ def run_method(
         for name in moves:
             moves[name].append(np.asarray(fields[name]))
         mcmc.post_warmup_state = mcmc.last_state
-    # the probe: a run of a few kept draws from the last state, timed at its second call
-    # (the first compiles its program), separates numpyro's per-run overhead from sampling
-    probe_steps = row.thinning * max(1, min(PROBE_DRAWS, chunk // (10 * row.thinning)))
-    mcmc.num_samples = probe_steps
-    probe_s = probe_seconds(lambda: later_run(mcmc, model_args, extra_fields))
-    calls = call_timing(chunk_s, chunk, probe_s, probe_steps)
+    # the probe separates numpyro's per-run overhead from sampling
+    calls = probe_timing(
+        mcmc, lambda: later_run(mcmc, model_args, extra_fields), chunk_s, chunk, row.thinning
+    )
     row.compile_s = chunk_timing(chunk_s, row.warmup_s, num_warmup == chunk)[0]
     row.num_samples = chunk * len(chunk_s)
     row.sampling_s = calls.seconds_per_step * row.num_samples
@@ -510,27 +503,27 @@ COLUMNS = (
     ("status", lambda r: r.status if r.status == "ok" else f"{r.status} ({r.note})"),
     ("steps", lambda r: str(r.num_samples) if _kept(r) else "-"),
     ("thinning", lambda r: str(r.thinning) if _kept(r) else "-"),
-    ("s/step", lambda r: fmt(r.step_s, 3)),
-    ("compile s", lambda r: fmt(r.compile_s)),
-    ("run overhead s", lambda r: fmt(r.run_overhead_s)),
-    ("sampling s", lambda r: fmt(r.sampling_s)),
-    ("ESS w (min)", lambda r: fmt(r.ess_w_min, 4)),
-    ("ESS w within chains", lambda r: fmt(r.ess_w_within_chains, 4)),
-    ("ESS sorted abs(w)", lambda r: fmt(r.ess_w_sorted_abs, 4)),
-    ("ESS X (min)", lambda r: fmt(r.ess_x_min, 4)),
-    ("ESS X Ham.", lambda r: fmt(r.ess_x_hamming, 4)),
-    ("ESS w/s", lambda r: fmt(r.ess_w_per_s)),
-    ("ESS X min/s", lambda r: fmt(r.ess_x_min_per_s)),
-    ("ESS X Ham./s", lambda r: fmt(r.ess_x_hamming_per_s)),
-    ("w/s vs best Gibbs-type", lambda r: fmt(r.w_per_s_vs_best_gibbs)),
-    ("sorted abs(w)/s vs best Gibbs-type", lambda r: fmt(r.w_sorted_abs_per_s_vs_best_gibbs)),
-    ("X accept", lambda r: fmt(r.discrete_accept_prob)),
-    ("X mean R", lambda r: fmt(r.mean_path_length)),
-    ("ESS signal (min)", lambda r: fmt(r.ess_signal_min, 4)),
-    ("ESS signal/s", lambda r: fmt(r.ess_signal_per_s)),
-    ("signal/s vs DiscreteHMCGibbs", lambda r: fmt(r.signal_per_s_vs_discrete_hmc_gibbs)),
-    ("signal/s vs FFBS-Gibbs", lambda r: fmt(r.signal_per_s_vs_ffbs_gibbs)),
-    ("R-hat signal (max)", lambda r: fmt(r.rhat_signal_max)),
+    number_column("s/step", "step_s"),
+    number_column("compile s", "compile_s"),
+    number_column("run overhead s", "run_overhead_s"),
+    number_column("sampling s", "sampling_s"),
+    number_column("ESS w (min)", "ess_w_min", 4),
+    number_column("ESS w within chains", "ess_w_within_chains", 4),
+    number_column("ESS sorted abs(w)", "ess_w_sorted_abs", 4),
+    number_column("ESS X (min)", "ess_x_min", 4),
+    number_column("ESS X Ham.", "ess_x_hamming", 4),
+    number_column("ESS w/s", "ess_w_per_s"),
+    number_column("ESS X min/s", "ess_x_min_per_s"),
+    number_column("ESS X Ham./s", "ess_x_hamming_per_s"),
+    number_column("w/s vs best Gibbs-type", "w_per_s_vs_best_gibbs"),
+    number_column("sorted abs(w)/s vs best Gibbs-type", "w_sorted_abs_per_s_vs_best_gibbs"),
+    number_column("X accept", "discrete_accept_prob"),
+    number_column("X mean R", "mean_path_length"),
+    number_column("ESS signal (min)", "ess_signal_min", 4),
+    number_column("ESS signal/s", "ess_signal_per_s"),
+    number_column("signal/s vs DiscreteHMCGibbs", "signal_per_s_vs_discrete_hmc_gibbs"),
+    number_column("signal/s vs FFBS-Gibbs", "signal_per_s_vs_ffbs_gibbs"),
+    number_column("R-hat signal (max)", "rhat_signal_max"),
 )
 
 
@@ -587,7 +580,7 @@ _HELP = {"L": "time steps", "K": "binary chains", "num_chunks": "timed chunks, >
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    out_dirs = (DEFAULT_OUT_DIR, DEFAULT_OUT_DIR)
+    out_dirs = (RESULTS_DIR, RESULTS_DIR)
     parser = benchmark_parser(
         "LBPGibbs vs numpyro's samplers on an FHMM.", FULL, QUICK, _HELP, out_dirs
     )
@@ -680,11 +673,7 @@ def record_rows(
         for row in rows:
             if base and row.ess_signal_per_s is not None:
                 setattr(row, ratio, row.ess_signal_per_s / base)
-    result = {
-        "settings": settings,
-        "environment": environment(),
-        "rows": [asdict(row) for row in rows],
-    }
+    result = result_record(settings, rows=[asdict(row) for row in rows])
     write_results(out_dir, stem, result, markdown_report(rows, settings))
     return result
 

@@ -53,14 +53,11 @@ Outputs: the table on stdout, and ``bench_gallery.json`` / ``.md`` in ``--out-di
 import argparse
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from pathlib import Path
-import time
 from typing import Any
 import warnings
 
 import numpy as np
 
-import jax
 from jax import random
 
 from numpyro.diagnostics import effective_sample_size, split_gelman_rubin
@@ -72,16 +69,20 @@ from numpyro_discrete.gallery import GALLERY, GalleryModel, batch_summaries, mcs
 
 from benchmarks.bench_fhmm import steady_step_cost
 from benchmarks.measurement import (
+    RESULTS_DIR,
     benchmark_parser,
-    environment,
+    chain_states,
     fmt,
     parse_benchmark_args,
     release_compiled_programs,
+    result_record,
+    sequential_mcmc,
+    timed_later_run,
+    timed_run,
     write_results,
 )
 
-DEFAULT_OUT_DIR = Path(__file__).resolve().parent / "results"
-QUICK_OUT_DIR = DEFAULT_OUT_DIR / "quick"
+QUICK_OUT_DIR = RESULTS_DIR / "quick"
 
 #: name -> ``(entry) -> kernel``; ``None`` where the sampler does not apply to the entry
 METHODS: dict[str, Callable[[GalleryModel], MCMCKernel | None]] = {
@@ -133,20 +134,11 @@ def summaries_of(entry: GalleryModel, method: str) -> GalleryModel:
 
 
 def run_chains(kernel: MCMCKernel, data: Any, args: argparse.Namespace, warmup: int, samples: int):
-    mcmc = MCMC(
-        kernel,
-        num_warmup=warmup,
-        num_samples=samples,
-        num_chains=args.num_chains,
-        chain_method="sequential",
-        progress_bar=False,
-    )
-    start = time.perf_counter()
+    mcmc = sequential_mcmc(kernel, warmup, samples, args.num_chains)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        mcmc.run(random.key(args.seed), *data.args, **data.kwargs)
-        jax.block_until_ready(mcmc.get_samples())
-    return mcmc, time.perf_counter() - start
+        seconds = timed_run(mcmc, random.key(args.seed), *data.args, **data.kwargs)
+    return mcmc, seconds
 
 
 def summary_draws(entry: GalleryModel, mcmc: MCMC, data: Any) -> np.ndarray:
@@ -195,17 +187,11 @@ def measure(entry: GalleryModel, method: str, args: argparse.Namespace) -> Row:
         moving = draws.std((0, 1)) > 0
         row.ess_min = float(np.min(effective_sample_size(draws[..., moving])))
         row.rhat_max = float(np.max(split_gelman_rubin(draws[..., moving])))
-    mcmc.post_warmup_state = mcmc.last_state
-    start = time.perf_counter()
-    mcmc.run(mcmc.post_warmup_state.rng_key, *data.args, **data.kwargs)
-    jax.block_until_ready(mcmc.get_samples())
-    later_s = time.perf_counter() - start
+    later_s = timed_later_run(mcmc, *data.args, **data.kwargs)
     # the mean over every chain's last state: a step's cost depends on the chain (NUTS's
     # trajectories follow its adapted step size and mass matrix; on the spike-and-slab
     # model one run's four chains stepped in 0.29-0.46 ms, DiscreteHMCGibbs's in 0.23-1.05)
-    chains = [mcmc.last_state] if args.num_chains == 1 else [
-        jax.tree.map(lambda leaf, c=c: leaf[c], mcmc.last_state) for c in range(args.num_chains)
-    ]  # fmt: skip
+    chains = chain_states(mcmc.last_state, args.num_chains)
     seconds = args.min_step_seconds / len(chains)
     step_s = float(np.mean([
         steady_step_cost(kernel, chain, data.args, seconds, model_kwargs=data.kwargs)
@@ -277,33 +263,33 @@ def markdown_report(rows: Sequence[Row], settings: dict[str, Any]) -> str:
 
 
 #: The settings of a full run and of ``--quick`` (a smoke test).
-FULL = dict(
-    models=list(GALLERY),
-    methods=list(METHODS),
-    size="example",
-    num_chains=4,
-    num_warmup=500,
-    num_samples=1000,
-    check_warmup=500,
-    check_samples=2000,
-    min_step_seconds=2.0,
-)
-QUICK = dict(
-    models=["mixture", "ising"],
-    methods=["LBPGibbs", "DiscreteHMCGibbs", "DiscreteGibbs", "NUTS-enum"],
-    size="exact",
-    num_chains=2,
-    num_warmup=30,
-    num_samples=30,
-    check_warmup=30,
-    check_samples=30,
-    min_step_seconds=0.05,
-)
+FULL = {
+    "models": list(GALLERY),
+    "methods": list(METHODS),
+    "size": "example",
+    "num_chains": 4,
+    "num_warmup": 500,
+    "num_samples": 1000,
+    "check_warmup": 500,
+    "check_samples": 2000,
+    "min_step_seconds": 2.0,
+}
+QUICK = {
+    "models": ["mixture", "ising"],
+    "methods": ["LBPGibbs", "DiscreteHMCGibbs", "DiscreteGibbs", "NUTS-enum"],
+    "size": "exact",
+    "num_chains": 2,
+    "num_warmup": 30,
+    "num_samples": 30,
+    "check_warmup": 30,
+    "check_samples": 30,
+    "min_step_seconds": 0.05,
+}
 _NAMED = ("models", "methods", "size")
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    out_dirs = (DEFAULT_OUT_DIR, QUICK_OUT_DIR)
+    out_dirs = (RESULTS_DIR, QUICK_OUT_DIR)
     sizes = {k: v for k, v in FULL.items() if k not in _NAMED}
     quick_sizes = {k: v for k, v in QUICK.items() if k not in _NAMED}
     parser = benchmark_parser(__doc__.split("\n")[1], sizes, quick_sizes, None, out_dirs)
@@ -326,11 +312,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         # after every model: a long run stopped midway keeps what it measured
         compare_with_numpyro(rows)
         report = markdown_report(rows, settings)
-        result = {
-            "settings": settings,
-            "environment": environment(),
-            "rows": [asdict(row) for row in rows],
-        }
+        result = result_record(settings, rows=[asdict(row) for row in rows])
         write_results(args.out_dir, "bench_gallery", result, report)
     print(report)
     return result

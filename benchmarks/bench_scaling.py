@@ -77,6 +77,7 @@ from numpyro_discrete import ALBP, ChromaticGibbs, LBPGibbs
 
 from benchmarks.bench_structure import step_timing
 from benchmarks.measurement import (
+    RESULTS_DIR,
     benchmark_parser,
     environment,
     fmt,
@@ -90,7 +91,7 @@ from benchmarks.measurement import (
 from benchmarks.targets import ising_target
 
 DEMO_SCRIPT = Path(__file__).parents[1] / "examples" / "segmentation.py"
-DEFAULT_OUT_DIR = Path(__file__).parent / "results" / "scaling"
+DEFAULT_OUT_DIR = RESULTS_DIR / "scaling"
 QUICK_OUT_DIR = Path(tempfile.gettempdir()) / "bench_scaling_quick"
 
 FULL = {

@@ -110,7 +110,7 @@ from jax import lax, random
 import jax.numpy as jnp
 
 import numpyro
-from numpyro.infer import MCMC, DiscreteGibbs
+from numpyro.infer import DiscreteGibbs
 from numpyro.infer.util import log_density
 
 from numpyro_discrete import ALBP, ChromaticGibbs
@@ -121,21 +121,23 @@ from numpyro_discrete.structure.dependencies import detect_dependencies
 
 from benchmarks.bench_sweeps import checkerboard_ising
 from benchmarks.measurement import (
+    RESULTS_DIR,
     benchmark_parser,
-    coordinate_ess,
-    environment,
-    expected_jump_distance,
+    draw_metrics,
     fmt,
-    hamming_ess,
     markdown_table,
+    number_column,
     parse_benchmark_args,
     peak_rss_mb,
+    per_second,
     release_compiled_programs,
+    result_record,
+    timed_first_run,
+    timed_later_run,
     write_results,
 )
 from benchmarks.targets import Target, ising_target, potts_target
 
-DEFAULT_OUT_DIR = Path(__file__).resolve().parent / "results"
 QUICK_OUT_DIR = Path(tempfile.gettempdir()) / "bench_structure_quick"
 SITE = "x"
 GIBBS = "DiscreteGibbs"
@@ -301,23 +303,20 @@ def run_mcmc(
     """A first ``MCMC.run`` as a user calls it, a later one from its last state, then the
     steady step time of the kernel's ``sample`` from there."""
     fields = spec.extra_fields
-    start = time.perf_counter()
-    kernel = spec.make(model)
-    mcmc = MCMC(kernel, num_warmup=num_warmup, num_samples=num_samples, progress_bar=False)
-    mcmc.run(key, extra_fields=fields)
-    jax.block_until_ready(mcmc.get_samples()[SITE])
-    first_run_s = time.perf_counter() - start
-    draws = [np.asarray(mcmc.get_samples()[SITE]).reshape(num_samples, -1)]
-    extras = [{k: np.asarray(v) for k, v in mcmc.get_extra_fields().items()}]
+    mcmc, first_run_s = timed_first_run(
+        lambda: spec.make(model), key, num_warmup, num_samples, extra_fields=fields
+    )
+    kernel = mcmc.sampler
+    draws: list[np.ndarray] = []
+    extras: list[dict[str, np.ndarray]] = []
 
-    mcmc.post_warmup_state = mcmc.last_state
-    start = time.perf_counter()
-    mcmc.run(mcmc.post_warmup_state.rng_key, extra_fields=fields)
-    jax.block_until_ready(mcmc.get_samples()[SITE])
-    later_run_s = time.perf_counter() - start
-    draws.append(np.asarray(mcmc.get_samples()[SITE]).reshape(num_samples, -1))
-    extras.append({k: np.asarray(v) for k, v in mcmc.get_extra_fields().items()})
+    def keep_draws() -> None:
+        draws.append(np.asarray(mcmc.get_samples()[SITE]).reshape(num_samples, -1))
+        extras.append({k: np.asarray(v) for k, v in mcmc.get_extra_fields().items()})
 
+    keep_draws()
+    later_run_s = timed_later_run(mcmc, extra_fields=fields)
+    keep_draws()
     loop_compile_s, per_step = step_timing(
         lambda s: kernel.sample(s, (), {}), mcmc.last_state, min_seconds, repeats
     )
@@ -389,22 +388,10 @@ def measure_row(
     reference: np.ndarray,
 ) -> Row:
     """Every metric of one sampler's draws and timings."""
-    x = draws.x
-    ess = coordinate_ess(x)
-    defined = np.isfinite(ess)
-    ess_mean = float(ess[defined].mean()) if defined.any() else math.nan
-    ess_min = float(ess[defined].min()) if defined.any() else math.nan
-    ess_ham = hamming_ess(x, reference)
+    metrics = draw_metrics(draws.x, draws.extra, reference)
     per_step = draws.seconds_per_step
-    num_draws = x.shape[1]
+    num_draws = draws.x.shape[1]
     sampling_s = per_step * num_draws
-
-    def mean_of(field: str) -> float | None:
-        return float(np.mean(draws.extra[field])) if field in draws.extra else None
-
-    def rate(value: float) -> float:
-        return value / sampling_s if sampling_s > 0 else math.nan
-
     return Row(
         target=target.name,
         family=family,
@@ -414,14 +401,8 @@ def measure_row(
         num_coords=target.num_coords,
         num_warmup=num_warmup,
         num_draws=num_draws,
-        acceptance=mean_of("accept_prob"),
-        final_R=mean_of("path_length"),
-        ejd=expected_jump_distance(x),
-        ess_mean=ess_mean,
-        ess_min=ess_min,
-        num_undefined_ess=int((~defined).sum()),
-        ess_hamming=ess_ham,
-        ess_min_per_step=ess_min / num_draws,
+        **metrics,
+        ess_min_per_step=metrics["ess_min"] / num_draws,
         ms_per_step=1e3 * per_step,
         loop_compile_s=draws.loop_compile_s,
         first_run_s=draws.first_run_s,
@@ -429,8 +410,8 @@ def measure_row(
         later_run_s=draws.later_run_s,
         later_run_fixed_s=draws.later_run_s - num_samples * per_step,
         sampling_s=sampling_s,
-        ess_min_per_s=rate(ess_min),
-        ess_hamming_per_s=rate(ess_ham),
+        ess_min_per_s=per_second(metrics["ess_min"], sampling_s),
+        ess_hamming_per_s=per_second(metrics["ess_hamming"], sampling_s),
     )
 
 
@@ -582,18 +563,18 @@ COLUMNS = (
     ("weights", lambda r: r.weights or "n/a"),
     ("colours", lambda r: "n/a" if r.num_colours is None else str(r.num_colours)),
     ("draws", lambda r: str(r.num_draws)),
-    ("acc", lambda r: fmt(r.acceptance)),
-    ("R", lambda r: fmt(r.final_R, 4)),
-    ("ESS mean", lambda r: fmt(r.ess_mean, 4)),
-    ("ESS min", lambda r: fmt(r.ess_min, 4)),
-    ("ESS/step", lambda r: fmt(r.ess_min_per_step)),
-    ("ms/step", lambda r: fmt(r.ms_per_step)),
-    ("compile s", lambda r: fmt(r.first_run_fixed_s)),
-    ("later run s", lambda r: fmt(r.later_run_fixed_s)),
-    ("first run s", lambda r: fmt(r.first_run_s)),
-    ("minESS/s", lambda r: fmt(r.ess_min_per_s)),
-    ("x Gibbs", lambda r: fmt(r.ess_min_per_s_vs_gibbs)),
-    ("x checkerboard", lambda r: fmt(r.ess_min_per_s_vs_checkerboard)),
+    number_column("acc", "acceptance"),
+    number_column("R", "final_R", 4),
+    number_column("ESS mean", "ess_mean", 4),
+    number_column("ESS min", "ess_min", 4),
+    number_column("ESS/step", "ess_min_per_step"),
+    number_column("ms/step", "ms_per_step"),
+    number_column("compile s", "first_run_fixed_s"),
+    number_column("later run s", "later_run_fixed_s"),
+    number_column("first run s", "first_run_s"),
+    number_column("minESS/s", "ess_min_per_s"),
+    number_column("x Gibbs", "ess_min_per_s_vs_gibbs"),
+    number_column("x checkerboard", "ess_min_per_s_vs_checkerboard"),
 )
 
 
@@ -678,7 +659,7 @@ _HELP = {
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    out_dirs = (DEFAULT_OUT_DIR, QUICK_OUT_DIR)
+    out_dirs = (RESULTS_DIR, QUICK_OUT_DIR)
     parser = benchmark_parser(
         "Structure detection, ChromaticGibbs and colour-batched ALBP against numpyro's "
         "DiscreteGibbs and a hand-written checkerboard Gibbs sampler.",
@@ -762,20 +743,19 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     checks = _issue_checks(rows, detection, args.quick)
     report = markdown_report(rows, structures, detection, checks, settings)
     print(report)
-    result = {
-        "settings": settings,
-        "environment": environment(),
-        "timing": "ms_per_step: fastest timed jitted loop of the kernel's sample from the "
+    result = result_record(
+        settings,
+        timing="ms_per_step: fastest timed jitted loop of the kernel's sample from the "
         "post-warmup state; first_run_fixed_s = first_run_s - (num_warmup + num_draws / 2) "
         "* per_step; later_run_fixed_s = later_run_s - num_draws / 2 * per_step; "
         "sampling_s = per_step * num_draws (num_draws: the draws of both runs; see the "
         "module docstring)",
-        "forms_agree": sanity,
-        "structures": structures,
-        "detection": detection,
-        "rows": [asdict(row) for row in rows],
-        "issue_targets": checks,
-    }
+        forms_agree=sanity,
+        structures=structures,
+        detection=detection,
+        rows=[asdict(row) for row in rows],
+        issue_targets=checks,
+    )
     print(f"wrote {write_results(args.out_dir, 'bench_structure', result, report)}")
     return result
 

@@ -58,7 +58,6 @@ from numpyro_discrete import ALBP, LBP
 
 from benchmarks.bench_binary import (
     COLUMNS,
-    DEFAULT_OUT_DIR,
     GIBBS,
     Row,
     SamplerSpec,
@@ -66,6 +65,7 @@ from benchmarks.bench_binary import (
     run_sampler,
 )
 from benchmarks.measurement import (
+    RESULTS_DIR,
     benchmark_parser,
     environment,
     fmt,
@@ -182,13 +182,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "ALBP / LBP-1 / numpyro DiscreteGibbs on Potts and Poisson-latent targets.",
         FULL,
         QUICK,
-        out_dirs=(DEFAULT_OUT_DIR, DEFAULT_OUT_DIR),
+        out_dirs=(RESULTS_DIR, RESULTS_DIR),
     )
     targets = ["potts", "poisson"]
     parser.add_argument("--targets", nargs="+", choices=targets, default=targets)
     parser.add_argument("--num-chains", type=int, default=1, help="chains (default 1)")
     parser.add_argument("--target-seed", type=int, default=0, help="target parameters")
-    return parse_benchmark_args(parser, argv, FULL, QUICK, (DEFAULT_OUT_DIR, DEFAULT_OUT_DIR))
+    return parse_benchmark_args(parser, argv, FULL, QUICK, (RESULTS_DIR, RESULTS_DIR))
 
 
 def _reference(target: Target, seed: int) -> np.ndarray:

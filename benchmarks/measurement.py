@@ -1,7 +1,8 @@
-"""What every benchmark measures and records: ESS and EJD of discrete draws, the split of
-wall time into compilation and sampling, a fresh persistent compilation cache, the
-environment of a run, the command line every benchmark shares (size presets, ``--quick``,
-``--seed``, ``--out-dir``), and number formatting for the markdown tables and strict JSON."""
+"""What every benchmark measures and records: ESS and EJD of discrete draws, timed
+``MCMC`` runs and the split of wall time into compilation and sampling, a fresh persistent
+compilation cache, the environment of a run, the command line every benchmark shares (size
+presets, ``--quick``, ``--seed``, ``--out-dir``), and number formatting for the markdown
+tables and strict JSON."""
 
 import argparse
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -27,28 +28,43 @@ from jax.experimental.compilation_cache import compilation_cache
 
 import numpyro
 from numpyro.diagnostics import effective_sample_size
+from numpyro.infer import MCMC
+from numpyro.infer.mcmc import MCMCKernel
 
 import numpyro_discrete
 
 __all__ = [
     "PROBE_DRAWS",
+    "RESULTS_DIR",
     "apply_presets",
     "benchmark_parser",
     "parse_benchmark_args",
     "CallTiming",
     "call_timing",
+    "chain_states",
     "chunk_timing",
     "probe_seconds",
+    "probe_timing",
+    "sequential_mcmc",
+    "timed_first_run",
+    "timed_later_run",
     "timed_run",
+    "timed_warmup",
     "coordinate_ess",
+    "draw_metrics",
     "environment",
+    "ess_summary",
     "expected_jump_distance",
+    "field_mean",
     "fmt",
     "fresh_compilation_cache",
     "hamming_ess",
     "json_ready",
     "markdown_table",
+    "number_column",
     "peak_rss_mb",
+    "per_second",
+    "result_record",
     "write_results",
     "release_compiled_programs",
 ]
@@ -81,6 +97,46 @@ def hamming_ess(draws: np.ndarray, reference: np.ndarray) -> float:
         return float(effective_sample_size(distance))
 
 
+def ess_summary(draws: np.ndarray, reference: np.ndarray) -> dict[str, Any]:
+    """The ESS of ``(chains, draws, N)`` draws as the benchmarks report it: ``ess_mean``
+    and ``ess_min`` over the coordinates whose ESS is defined (NaN if none is; a coordinate
+    that never moved has none), ``num_undefined_ess`` the count of the others, and
+    ``ess_hamming`` (:func:`hamming_ess` to `reference`)."""
+    ess = coordinate_ess(draws)
+    defined = np.isfinite(ess)
+    return {
+        "ess_mean": float(ess[defined].mean()) if defined.any() else math.nan,
+        "ess_min": float(ess[defined].min()) if defined.any() else math.nan,
+        "num_undefined_ess": int((~defined).sum()),
+        "ess_hamming": hamming_ess(draws, reference),
+    }
+
+
+def field_mean(fields: Mapping[str, np.ndarray], name: str) -> float | None:
+    """The mean of the collected extra field `name`; None for a sampler without it."""
+    return float(np.mean(fields[name])) if name in fields else None
+
+
+def draw_metrics(
+    draws: np.ndarray, fields: Mapping[str, np.ndarray], reference: np.ndarray
+) -> dict[str, Any]:
+    """The metrics of a discrete sampler's ``(chains, draws, N)`` draws and its collected
+    extra `fields`: ``acceptance`` and ``final_R``, the means of ``accept_prob`` and
+    ``path_length`` (None for a sampler without them), ``ejd``
+    (:func:`expected_jump_distance`) and the :func:`ess_summary` against `reference`."""
+    return {
+        "acceptance": field_mean(fields, "accept_prob"),
+        "final_R": field_mean(fields, "path_length"),
+        "ejd": expected_jump_distance(draws),
+        **ess_summary(draws, reference),
+    }
+
+
+def per_second(value: float, seconds: float) -> float:
+    """`value` per second of `seconds` (an ESS per second of sampling); NaN without time."""
+    return value / seconds if seconds > 0 else math.nan
+
+
 # --- timing -------------------------------------------------------------------------------
 
 
@@ -90,24 +146,90 @@ PROBE_DRAWS = 10
 PROBE_REPEATS = 3
 
 
+def sequential_mcmc(
+    kernel: MCMCKernel, num_warmup: int, num_samples: int, num_chains: int, **options: Any
+) -> MCMC:
+    """``numpyro.infer.MCMC`` as the benchmarks time it: its `num_chains` chains run one after
+    the other (``chain_method="sequential"``), no progress bar; `options` are ``MCMC``'s other
+    arguments (``thinning``)."""
+    return MCMC(
+        kernel,
+        num_warmup=num_warmup,
+        num_samples=num_samples,
+        num_chains=num_chains,
+        chain_method="sequential",
+        progress_bar=False,
+        **options,
+    )
+
+
+def chain_states(state: Any, num_chains: int) -> list[Any]:
+    """The state of each chain in the state of an ``MCMC`` of `num_chains` chains (whose
+    leaves have a leading axis of chains when there are more than one)."""
+    if num_chains == 1:
+        return [state]
+    return [jax.tree.map(lambda leaf, c=c: leaf[c], state) for c in range(num_chains)]
+
+
+def timed_warmup(mcmc: MCMC, rng_key: jax.Array, *model_args: Any, **kwargs: Any) -> float:
+    """Seconds of ``mcmc.warmup(rng_key, *model_args, **kwargs)`` (compilation included)
+    until its last state is ready (``block_until_ready``)."""
+    start = time.perf_counter()
+    mcmc.warmup(rng_key, *model_args, **kwargs)
+    jax.block_until_ready(mcmc.post_warmup_state)
+    return time.perf_counter() - start
+
+
 def timed_run(
     mcmc: Any,
     rng_key: jax.Array,
     *model_args: Any,
     extra_fields: tuple[str, ...] = (),
     release: bool = False,
+    **model_kwargs: Any,
 ) -> float:
-    """Seconds of ``mcmc.run(rng_key, *model_args, extra_fields=...)`` until its samples and
-    extra fields are ready (``block_until_ready``). With `release`, the compiled programs are
-    freed after the timed call (:func:`release_compiled_programs`), so that every run pays
-    the same cost of loading its program."""
+    """Seconds of ``mcmc.run(rng_key, *model_args, extra_fields=..., **model_kwargs)`` until
+    its samples and extra fields are ready (``block_until_ready``). With `release`, the
+    compiled programs are freed after the timed call (:func:`release_compiled_programs`), so
+    that every run pays the same cost of loading its program."""
     start = time.perf_counter()
-    mcmc.run(rng_key, *model_args, extra_fields=extra_fields)
+    mcmc.run(rng_key, *model_args, extra_fields=extra_fields, **model_kwargs)
     jax.block_until_ready((mcmc.get_samples(), mcmc.get_extra_fields()))
     elapsed = time.perf_counter() - start
     if release:
         release_compiled_programs()
     return elapsed
+
+
+def timed_first_run(
+    make_kernel: Callable[[], MCMCKernel],
+    rng_key: jax.Array,
+    num_warmup: int,
+    num_samples: int,
+    *model_args: Any,
+    progress_bar: bool = False,
+    extra_fields: tuple[str, ...] = (),
+) -> tuple[MCMC, float]:
+    """A user's first run, timed: building the kernel (`make_kernel`) and a one-chain
+    ``MCMC`` and one ``run`` until its samples and extra fields are ready; the ``MCMC`` and
+    the seconds."""
+    start = time.perf_counter()
+    mcmc = MCMC(
+        make_kernel(), num_warmup=num_warmup, num_samples=num_samples, progress_bar=progress_bar
+    )
+    timed_run(mcmc, rng_key, *model_args, extra_fields=extra_fields)
+    return mcmc, time.perf_counter() - start
+
+
+def timed_later_run(
+    mcmc: MCMC, *model_args: Any, extra_fields: tuple[str, ...] = (), **model_kwargs: Any
+) -> float:
+    """Seconds of a later ``run`` (:func:`timed_run`) from the last state of `mcmc` with that
+    state's own key, what a user calls to draw more (numpyro traces and compiles its
+    sampling loop again)."""
+    mcmc.post_warmup_state = mcmc.last_state
+    key = mcmc.post_warmup_state.rng_key
+    return timed_run(mcmc, key, *model_args, extra_fields=extra_fields, **model_kwargs)
 
 
 def probe_seconds(timed_run: Callable[[], float]) -> float:
@@ -141,6 +263,23 @@ def call_timing(
         return CallTiming(typical / chunk_size, math.nan)
     per_step = (typical - probe_s) / (chunk_size - probe_size)
     return CallTiming(per_step, probe_s - probe_size * per_step)
+
+
+def probe_timing(
+    mcmc: MCMC,
+    later_run: Callable[[], float],
+    chunk_s: Sequence[float],
+    chunk_size: int,
+    thinning: int = 1,
+) -> CallTiming:
+    """Per-step cost and per-``MCMC.run`` overhead of `mcmc`'s sampling (:func:`call_timing`)
+    from the times `chunk_s` of its chunks of `chunk_size` steps and a probe: a run of
+    `PROBE_DRAWS` kept draws (at most a tenth of a chunk, at least one) from the last chunk's
+    state, timed by `later_run` (:func:`probe_seconds`; its draws are not used). The probe's
+    steps are whole `thinning` periods; ``mcmc.num_samples`` is left at them."""
+    probe_size = thinning * max(1, min(PROBE_DRAWS, chunk_size // (10 * thinning)))
+    mcmc.num_samples = probe_size
+    return call_timing(chunk_s, chunk_size, probe_seconds(later_run), probe_size)
 
 
 def chunk_timing(
@@ -231,7 +370,16 @@ def environment() -> dict[str, Any]:
     }
 
 
+def result_record(settings: Mapping[str, Any], **entries: Any) -> dict[str, Any]:
+    """What a benchmark's JSON holds: its `settings`, the :func:`environment` of the run,
+    then `entries` in their order."""
+    return {"settings": settings, "environment": environment(), **entries}
+
+
 # --- command line ---------------------------------------------------------------------------
+
+#: The folder of the benchmarks' results: the default ``--out-dir`` (or its parent).
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 
 def benchmark_parser(
@@ -318,6 +466,12 @@ def fmt(value: float | None, digits: int = 3) -> str:
 
 
 Column = tuple[str, Callable[[Any], str]]
+
+
+def number_column(title: str, name: str, digits: int = 3) -> Column:
+    """A table column of the number ``row.<name>`` of each row, written by :func:`fmt` with
+    `digits` significant digits (``n/a`` for None)."""
+    return title, lambda row: fmt(getattr(row, name), digits)
 
 
 def markdown_table(columns: Sequence[Column], rows: Iterable[Any]) -> list[str]:

@@ -141,6 +141,20 @@ class Target:
     params: dict[str, object] = field(default_factory=dict)
 
 
+def _lattice_target(
+    name: str, model: Callable[[], None], p: int, elementwise: bool, params: dict[str, object]
+) -> Target:
+    """The target of `model`, whose site ``"x"`` is the ``p x p`` lattice: `name` gets
+    ``-ew`` for the elementwise form, which `params` record."""
+    return Target(
+        name=name + ("-ew" if elementwise else ""),
+        model=model,
+        num_coords=p * p,
+        shape=(p, p),
+        params={**params, "elementwise": elementwise},
+    )
+
+
 def bernoulli_target(num_coords: int = 800, config: str = "C2", seed: int = 0) -> Target:
     """Independent Bernoulli coordinates with ``p_i ~ U[low, high]`` of `config`."""
     low, high = BERNOULLI_CONFIGS[config]
@@ -180,18 +194,9 @@ def ising_target(
     def elementwise_model() -> None:
         ising_model(field_jnp, -lam)
 
-    return Target(
-        name=f"ising-{p}-{config}" + ("-ew" if elementwise else ""),
-        model=elementwise_model if elementwise else model,
-        num_coords=p * p,
-        shape=(p, p),
-        params={
-            "config": config,
-            "c": c,
-            "lambda": lam,
-            "field": field_np,
-            "elementwise": elementwise,
-        },
+    params = {"config": config, "c": c, "lambda": lam, "field": field_np}
+    return _lattice_target(
+        f"ising-{p}-{config}", elementwise_model if elementwise else model, p, elementwise, params
     )
 
 
@@ -225,18 +230,8 @@ def potts_target(
         else:
             numpyro.factor("pairs", jnp.sum(vertical) + jnp.sum(horizontal))
 
-    return Target(
-        name=f"potts-{p}" + ("-ew" if elementwise else ""),
-        model=model,
-        num_coords=p * p,
-        shape=(p, p),
-        params={
-            "colours": POTTS_COLOURS,
-            "beta": beta,
-            "field": field_np,
-            "elementwise": elementwise,
-        },
-    )
+    params = {"colours": POTTS_COLOURS, "beta": beta, "field": field_np}
+    return _lattice_target(f"potts-{p}", model, p, elementwise, params)
 
 
 def fhmm_ffbs_gibbs_fn(y: jax.Array, num_chains: int) -> Callable:

@@ -35,6 +35,7 @@ import json
 import math
 from pathlib import Path
 import time
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -72,10 +73,13 @@ __all__ = [
     "compile_timed",
     "make_family",
     "make_target",
+    "pyplot",
     "run_sweep",
     "chain_program",
     "sample_program",
+    "save_figure",
     "write_json",
+    "write_report",
 ]
 
 FAMILIES = ("LBP", "RWM")
@@ -463,6 +467,22 @@ class Cache:
             starts.append(state.position)
         return starts[:chains]
 
+    def sweep(
+        self, preset: Preset, kind: str, size: int, family: str, near: bool = False
+    ) -> "Sweep":
+        """The sweep (:func:`run_sweep`) of `family` on the `kind` target at `size` over the
+        preset's grid (`near`: the smaller one around the optimum), run once per run of the
+        suite (the grid of the first call serves the later ones) with a progress line."""
+        target = make_target(kind, size, preset)
+        key = (target.name, family)
+        if key not in self.sweeps:
+            grid, steps = preset.grid(family, near), preset.steps_for(kind, size)
+            sweep = run_sweep(self, target, family, grid, steps, preset.chains, preset.pilot_steps)
+            seconds = f"compile {sweep.compile_s:.1f} s, run {sweep.run_s:.1f} s"
+            print(f"  sweep {target.name} {family}: {seconds}", flush=True)
+            self.sweeps[key] = sweep
+        return self.sweeps[key]
+
 
 # --- sweeps -------------------------------------------------------------------------------
 
@@ -596,6 +616,32 @@ def write_text(out_dir: Path, name: str, text: str) -> Path:
     target = out_dir / name
     target.write_text(text)
     return target
+
+
+def write_report(out_dir: Path, name: str, text: str, result: dict[str, Any]) -> dict[str, Any]:
+    """Write an experiment's markdown `text` to ``out_dir/name.md`` and its `result` to
+    ``out_dir/name.json`` (:func:`write_json`); return `result`."""
+    write_text(out_dir, f"{name}.md", text)
+    write_json(out_dir, name, result)
+    return result
+
+
+def pyplot() -> ModuleType:
+    """matplotlib's ``pyplot`` on the non-interactive Agg backend, imported when a figure is
+    drawn."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def save_figure(fig: Any, path: Path) -> None:
+    """Lay out `fig`, write it to `path` (110 dpi) and close it."""
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    pyplot().close(fig)
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:

@@ -36,9 +36,9 @@ from benchmarks.paper.common import (
     Sweep,
     make_target,
     markdown_table,
-    run_sweep,
-    write_json,
-    write_text,
+    pyplot,
+    save_figure,
+    write_report,
 )
 
 __all__ = [
@@ -114,25 +114,11 @@ def fit_optimum(acceptance: Sequence[float], ejd: Sequence[float]) -> float | No
 
 def sweeps_for(preset: Preset, kinds: Sequence[str], cache: Cache) -> dict[tuple[str, str], Sweep]:
     """The efficiency sweeps at the medium sizes, computed once per run (`cache`)."""
-    sweeps = {}
-    for kind in kinds:
-        size = preset.medium(kind)
-        target = make_target(kind, size, preset)
-        for family in FAMILIES:
-            key = (target.name, family)
-            if key not in cache.sweeps:
-                cache.sweeps[key] = run_sweep(
-                    cache, target, family, preset.grid(family), preset.steps_for(kind, size),
-                    preset.chains, preset.pilot_steps,
-                )  # fmt: skip
-                print(f"  sweep {target.name} {family}: {timing(cache.sweeps[key])}", flush=True)
-            sweeps[(kind, family)] = cache.sweeps[key]
-    return sweeps
-
-
-def timing(sweep: Sweep) -> str:
-    """Compile and run seconds of a sweep, for progress lines."""
-    return f"compile {sweep.compile_s:.1f} s, run {sweep.run_s:.1f} s"
+    return {
+        (kind, family): cache.sweep(preset, kind, preset.medium(kind), family)
+        for kind in kinds
+        for family in FAMILIES
+    }
 
 
 def summarise(sweep: Sweep) -> dict[str, Any]:
@@ -160,12 +146,7 @@ def plot(
     sweeps: dict[tuple[str, str], Sweep], kinds: Sequence[str], preset: Preset, path: Path
 ) -> None:
     """EJD against acceptance: one column per target, LBP on top, RWM below."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(2, len(kinds), figsize=(3.6 * len(kinds), 6.4), squeeze=False)
+    fig, axes = pyplot().subplots(2, len(kinds), figsize=(3.6 * len(kinds), 6.4), squeeze=False)
     for col, kind in enumerate(kinds):
         for row, family in enumerate(FAMILIES):
             ax, sweep = axes[row, col], sweeps[(kind, family)]
@@ -186,16 +167,11 @@ def plot(
             ax.set_xlabel("acceptance rate")
             ax.set_ylabel("EJD")
             ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def run(
-    preset: Preset,
-    out_dir: Path,
-    cache: Cache,
-    kinds: Sequence[str] = TARGET_KINDS,
+    preset: Preset, out_dir: Path, cache: Cache, kinds: Sequence[str] = TARGET_KINDS
 ) -> dict[str, Any]:
     """Sweep, summarise, plot; write ``efficiency.{json,md,png}`` into `out_dir`."""
     sweeps = sweeps_for(preset, kinds, cache)
@@ -222,11 +198,9 @@ def run(
         "target", "sampler", "paper opt. acc.", "best acc. (grid)", "best acc. (fit)",
         "best R", "best EJD", "adaptive R", "adaptive acc.", "adaptive EJD", "adaptive / best",
     ]  # fmt: skip
-    write_text(out_dir, "efficiency.md", markdown_table(header, rows))
     result = {
         "preset": preset.name,
         "summaries": summaries,
         "sweeps": {f"{kind}/{family}": sweep for (kind, family), sweep in sweeps.items()},
     }
-    write_json(out_dir, "efficiency", result)
-    return result
+    return write_report(out_dir, "efficiency", markdown_table(header, rows), result)

@@ -23,14 +23,12 @@ from benchmarks.paper.common import (
     OPTIMAL_ACCEPT,
     Cache,
     Preset,
-    Sweep,
-    make_target,
     markdown_table,
-    run_sweep,
-    write_json,
-    write_text,
+    pyplot,
+    save_figure,
+    write_report,
 )
-from benchmarks.paper.efficiency import sweeps_for, timing
+from benchmarks.paper.efficiency import sweeps_for
 
 __all__ = ["SCALING_KINDS", "fit_loglog", "run"]
 
@@ -45,25 +43,12 @@ def fit_loglog(x: Sequence[float], y: Sequence[float]) -> tuple[float, float]:
     return float(slope), float(intercept)
 
 
-def _sweep(preset: Preset, kind: str, size: int, family: str, cache: Cache) -> Sweep:
-    target = make_target(kind, size, preset)
-    key = (target.name, family)
-    if key not in cache.sweeps:
-        steps = preset.steps_for(kind, size)
-        grid = preset.grid(family, near=True)
-        cache.sweeps[key] = run_sweep(
-            cache, target, family, grid, steps, preset.chains, preset.pilot_steps
-        )
-        print(f"  sweep {target.name} {family}: {timing(cache.sweeps[key])}", flush=True)
-    return cache.sweeps[key]
-
-
 def measure(preset: Preset, kind: str, cache: Cache) -> dict[str, Any]:
     """Per size: optimal ``R`` and efficiency ratio (grid best and adaptive), and the fitted
     slopes of each against ``N``."""
     rows = []
     for size in preset.sizes[kind]:
-        sweeps = {family: _sweep(preset, kind, size, family, cache) for family in FAMILIES}
+        sweeps = {family: cache.sweep(preset, kind, size, family, near=True) for family in FAMILIES}
         best = {family: sweeps[family].best() for family in FAMILIES}
         adaptive = {family: sweeps[family].at(OPTIMAL_ACCEPT[family]) for family in FAMILIES}
         rows.append(
@@ -92,12 +77,7 @@ def measure(preset: Preset, kind: str, cache: Cache) -> dict[str, Any]:
 def plot(results: Sequence[dict[str, Any]], path: Path) -> None:
     """Log-log: optimal ``R`` (LBP solid, RWM dashed) and the LBP / RWM EJD ratio against
     ``N``, grid-best points with their fitted lines."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (ax_r, ax_ratio) = plt.subplots(1, 2, figsize=(10, 4.2))
+    fig, (ax_r, ax_ratio) = pyplot().subplots(1, 2, figsize=(10, 4.2))
     for i, result in enumerate(results):
         color = f"C{i}"
         sizes = np.array([row["num_coords"] for row in result["rows"]], float)
@@ -118,16 +98,11 @@ def plot(results: Sequence[dict[str, Any]], path: Path) -> None:
         ax.set_xlabel("N (coordinates)")
         ax.set_title(f"{title}; theory slope 2/3 (LBP), 0 (RWM)", fontsize=9)
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def run(
-    preset: Preset,
-    out_dir: Path,
-    cache: Cache,
-    kinds: Sequence[str] = SCALING_KINDS,
+    preset: Preset, out_dir: Path, cache: Cache, kinds: Sequence[str] = SCALING_KINDS
 ) -> dict[str, Any]:
     """Measure, fit, plot; write ``scaling.{json,md,png}`` into `out_dir`."""
     sweeps_for(preset, kinds, cache)  # the medium sizes, shared with the efficiency curves
@@ -161,7 +136,5 @@ def run(
         + "RWM's R is O(1)):\n\n"
         + markdown_table(slope_header, slope_rows)
     )
-    write_text(out_dir, "scaling.md", text)
     result = {"preset": preset.name, "theory_slope": THEORY_SLOPE, "results": results}
-    write_json(out_dir, "scaling", result)
-    return result
+    return write_report(out_dir, "scaling", text, result)

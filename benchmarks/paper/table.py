@@ -28,7 +28,7 @@ import numpy as np
 
 from jax import random
 
-from benchmarks.measurement import coordinate_ess, expected_jump_distance, hamming_ess
+from benchmarks.measurement import ess_summary, expected_jump_distance
 from benchmarks.paper.common import (
     OPTIMAL_ACCEPT,
     TARGET_KINDS,
@@ -37,8 +37,7 @@ from benchmarks.paper.common import (
     make_target,
     markdown_table,
     random_state,
-    write_json,
-    write_text,
+    write_report,
 )
 from benchmarks.paper.efficiency import sweeps_for
 
@@ -94,18 +93,6 @@ PAPER: dict[str, dict[str, tuple[float, float, float]]] = {
 PAPER_SIZES = {"bernoulli": "N=800", "ising": "p=50", "fhmm": "L=1000, K=5", "rbm": "h=400"}
 
 
-def _ess_summary(draws: np.ndarray, reference: np.ndarray) -> dict[str, float]:
-    chains = draws[None]  # (1 chain, draws, N)
-    ess = coordinate_ess(chains)
-    defined = np.isfinite(ess)
-    return {
-        "ess_mean": float(ess[defined].mean()) if defined.any() else float("nan"),
-        "ess_min": float(ess[defined].min()) if defined.any() else float("nan"),
-        "num_undefined_ess": int((~defined).sum()),
-        "ess_hamming": hamming_ess(chains, reference),
-    }
-
-
 def measure_target(preset: Preset, kind: str, cache: Cache, seed: int = 0) -> list[dict[str, Any]]:
     """The six samplers on the medium-size target of `kind` (the G- samplers at the best
     ``R`` of the efficiency sweep in `cache`)."""
@@ -127,7 +114,7 @@ def measure_target(preset: Preset, kind: str, cache: Cache, seed: int = 0) -> li
         )
         (draws, accepts), sampling_s = runner.sample(key_sample, state, frozen, num_samples)
         draws = np.asarray(draws)
-        ess = _ess_summary(draws, reference)
+        ess = ess_summary(draws[None], reference)  # (1 chain, draws, N)
         rows.append(
             {
                 "target": target.name,
@@ -181,10 +168,7 @@ def comparisons(rows: Sequence[dict[str, Any]], kinds: Sequence[str]) -> list[di
 
 
 def run(
-    preset: Preset,
-    out_dir: Path,
-    cache: Cache,
-    kinds: Sequence[str] = TARGET_KINDS,
+    preset: Preset, out_dir: Path, cache: Cache, kinds: Sequence[str] = TARGET_KINDS
 ) -> dict[str, Any]:
     """Run the six samplers on every target; write ``table.{json,md}`` into `out_dir`."""
     sweeps_for(preset, kinds, cache)  # the grid search of the G- samplers
@@ -216,7 +200,5 @@ def run(
         + "best; the paper finds them within about 1%):\n\n"
         + markdown_table(ratio_header, ratio_rows)
     )
-    write_text(out_dir, "table.md", text)
     result = {"preset": preset.name, "rows": rows, "ratios": ratios}
-    write_json(out_dir, "table", result)
-    return result
+    return write_report(out_dir, "table", text, result)
