@@ -64,8 +64,8 @@ class PairTables(NamedTuple):
     Where each term's table is read from, as static numpy arrays (:func:`pair_tables`).
     A coordinate's *slot* is its value minus its lower bound.
 
-    - **lower**, **size** - ``(N,)`` the lowest value and the number of values of each
-      coordinate; ``S`` is the largest size.
+    - **lower** - ``(N,)`` the lowest value of each coordinate; ``S`` is the largest number
+      of values of one.
     - **states** - ``(P, N)`` the slot of every coordinate in each evaluated state.
     - **state_of** - ``(E, S, S)`` the state in which term ``e`` has its first coordinate
       at slot ``a`` and its second at slot ``c`` (for a term of one coordinate, at slot
@@ -77,7 +77,6 @@ class PairTables(NamedTuple):
     """
 
     lower: np.ndarray
-    size: np.ndarray
     states: np.ndarray
     state_of: np.ndarray
     terms: np.ndarray
@@ -91,7 +90,7 @@ class PairTables(NamedTuple):
 
     @property
     def num_states(self) -> int:
-        """``P``, the states evaluated (in one batch) per sweep."""
+        """``P``, the states evaluated (in one batch) each time the tables are filled."""
         return int(self.states.shape[0])
 
 
@@ -114,7 +113,7 @@ def pair_tables(
     lower = np.asarray(lower, np.int64)
     size = np.asarray(upper, np.int64) - lower + 1
     num_slots = int(size.max())
-    if num_slots > MAX_TABLE_SLOTS or num_terms * num_slots**2 > MAX_TABLE_ENTRIES:
+    if not 2 <= num_slots <= MAX_TABLE_SLOTS or num_terms * num_slots**2 > MAX_TABLE_ENTRIES:
         return None
     counts = np.bincount(structure.pair_terms, minlength=num_terms)
     if counts.max(initial=0) > 2:
@@ -171,7 +170,6 @@ def pair_tables(
     )
     return PairTables(
         lower.astype(np.int32),
-        size.astype(np.int32),
         states,
         state_of.astype(np.int32),
         coord_terms,
