@@ -19,7 +19,11 @@ from numpyro.infer import MCMC, NUTS, Gibbs
 from numpyro_discrete import ChromaticGibbs, ChromaticGibbsState, LBPGibbs, SiteSupport
 from numpyro_discrete.core import chromatic, site_scan
 from numpyro_discrete.core.neighbourhood import coordinate_neighbourhood
-from numpyro_discrete.core.pair_tables import pair_tables
+from numpyro_discrete.core.pair_tables import (
+    evaluate_pair_tables,
+    pair_tables,
+    slot_log_potentials,
+)
 from numpyro_discrete.kernels.chromatic import WHOLE_SUPPORT_SPAN
 from numpyro_discrete.model.target import DiscreteTarget
 from numpyro_discrete.structure.stencils import find_stencil
@@ -307,6 +311,12 @@ def test_pair_tables_only_where_every_term_has_two_coordinates_at_most():
     bounds = (cycle.supports.lower, cycle.supports.upper)
     assert pair_tables(cycle.structure, *bounds) is not None
     assert pair_tables(cycle.structure._replace(exact=False), *bounds) is None
+    # no pairs at all (a constant term): every coordinate's log-potentials are 0
+    constant = DiscreteTarget.from_potential(lambda z: jnp.zeros(()), {"x": jnp.zeros(3, int)})
+    layout = pair_tables(constant.structure, np.zeros(3), np.ones(3))
+    tables = evaluate_pair_tables(layout, constant.log_terms(), jnp.int32)
+    potentials = slot_log_potentials(layout, tables, jnp.zeros(3, int), jnp.arange(3))
+    np.testing.assert_array_equal(potentials, np.zeros((3, 2)))
 
     def four_spins():
         x = numpyro.sample("x", dist.Bernoulli(0.5).expand([4]))

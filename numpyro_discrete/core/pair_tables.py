@@ -123,7 +123,7 @@ def pair_tables(
     terms, coords = structure.pair_terms[order], structure.pair_coords[order]
     first = np.zeros(num_terms, np.int64)
     second = np.zeros(num_terms, np.int64)
-    is_start = np.r_[True, terms[1:] != terms[:-1]]
+    is_start = np.diff(terms, prepend=-1) != 0
     first[terms[is_start]] = coords[is_start]
     second[terms] = coords  # the last pair of a term wins: its higher coordinate
     pairwise = counts == 2
