@@ -44,10 +44,19 @@ def large_dense():
     numpyro.factor("f", -0.001 * jnp.sum(x) ** 2)
 
 
-def large_pairwise():  # 150 labels that all interact, by terms of two labels each
-    z = numpyro.sample("z", dist.Categorical(jnp.ones(3) / 3).expand([150]))
-    affinity = jnp.array([[0.5, -0.2, 0.1], [-0.2, 0.4, 0.0], [0.1, 0.0, 0.3]])
-    numpyro.factor("pairs", jnp.triu(affinity[z[:, None], z[None, :]], 1) / 150)
+def pairwise_labels(num_labels):
+    """`num_labels` labels that all interact, by terms of two labels each."""
+
+    def model():
+        z = numpyro.sample("z", dist.Categorical(jnp.ones(3) / 3).expand([num_labels]))
+        affinity = jnp.array([[0.5, -0.2, 0.1], [-0.2, 0.4, 0.0], [0.1, 0.0, 0.3]])
+        numpyro.factor("pairs", jnp.triu(affinity[z[:, None], z[None, :]], 1) / num_labels)
+
+    return model
+
+
+# 40 labels: 80 evaluations for the scan by log pi, 39 by pair tables; 150: 300 and 51
+small_pairwise, large_pairwise = pairwise_labels(40), pairwise_labels(150)
 
 
 @pytest.mark.parametrize(
@@ -58,6 +67,7 @@ def large_pairwise():  # 150 labels that all interact, by terms of two labels ea
         (labels, ChromaticGibbs),
         (small_dense, ChromaticGibbs),
         (large_dense, ALBP),
+        (small_pairwise, ChromaticGibbs),
         (large_pairwise, ChromaticGibbs),
     ],
 )
@@ -69,8 +79,8 @@ def test_the_rule_on_each_structure(model, chosen, caplog):
     assert kernel.reason
     assert f"discrete kernel {chosen.__name__}" in caplog.text
     assert kernel.get_diagnostics_str(kernel.chosen.init(random.key(1), 0, None, (), {}))
-    if model is large_pairwise:
-        # 150 x 2 evaluations for the scan by log pi: chosen for its pair tables
+    if model in (small_pairwise, large_pairwise):
+        # the reason names the tables the kernel reads
         assert kernel.chosen.by_pair_tables and "pair tables" in kernel.reason
 
 

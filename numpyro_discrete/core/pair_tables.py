@@ -93,6 +93,12 @@ class PairTables(NamedTuple):
         """``P``, the states evaluated (in one batch) each time the tables are filled."""
         return int(self.states.shape[0])
 
+    @property
+    def cheaper_than_scan(self) -> bool:
+        """Whether filling the tables takes fewer evaluations than a systematic scan reading
+        ``log pi`` at every other value of every coordinate, ``N (S - 1)``."""
+        return self.num_states < self.lower.size * (self.num_slots - 1)
+
 
 def pair_tables(
     structure: TermStructure, lower: np.ndarray, upper: np.ndarray

@@ -98,6 +98,17 @@ def choose_discrete_kernel(target: DiscreteTarget, summable: bool = False) -> Ke
                     BlockGibbs,
                     f"coupled chains in {chained} ({blocks.num_classes} classes of blocks)",
                 )
+    if structure.num_colours == structure.num_coords:
+        # the kernel's own rule: tables where they take fewer evaluations than the scan
+        tables = pair_tables(structure, supports.lower, supports.upper)
+        if tables is not None and tables.cheaper_than_scan and tables.num_states <= SWEEP_BUDGET:
+            return KernelChoice(
+                ChromaticGibbs,
+                f"{structure.num_coords} coordinates that all interact, by terms of two "
+                f"coordinates at most: a systematic scan reading its conditionals from pair "
+                f"tables, {tables.num_states} batched evaluations per sweep (at most "
+                f"{SWEEP_BUDGET})",
+            )
     x = np.asarray(supports.lower)
     num_candidates = jax.eval_shape(target.neighbourhood.candidates, x).shape[1]
     cost = structure.num_colours * num_candidates
@@ -107,16 +118,6 @@ def choose_discrete_kernel(target: DiscreteTarget, summable: bool = False) -> Ke
             f"{structure.num_colours} colour classes x {num_candidates} candidate values = "
             f"{cost} evaluations per sweep (at most {SWEEP_BUDGET})",
         )
-    if structure.num_colours == structure.num_coords:
-        tables = pair_tables(structure, supports.lower, supports.upper)
-        if tables is not None and tables.num_states <= SWEEP_BUDGET:
-            return KernelChoice(
-                ChromaticGibbs,
-                f"{structure.num_coords} coordinates that all interact, by terms of two "
-                f"coordinates at most: a systematic scan reading its conditionals from pair "
-                f"tables, {tables.num_states} batched evaluations per sweep (at most "
-                f"{SWEEP_BUDGET})",
-            )
     return KernelChoice(
         ALBP,
         f"{structure.num_colours} colour classes x {num_candidates} candidate values = "

@@ -191,9 +191,7 @@ class ChromaticGibbs(ExactSweepKernel):
             # take fewer evaluations than the scan by log pi
             supports = target.supports
             tables = pair_tables(structure, supports.lower, supports.upper)
-            if tables is not None and tables.num_states >= structure.num_coords * (
-                tables.num_slots - 1
-            ):
+            if tables is not None and not tables.cheaper_than_scan:
                 tables = None
             self._pair_tables = tables
             self._transition = site_scan.build_kernel(target.neighbourhood, order, tables)
