@@ -101,17 +101,24 @@ class PairTables(NamedTuple):
 
 
 def pair_tables(
-    structure: TermStructure, lower: np.ndarray, upper: np.ndarray
+    structure: TermStructure,
+    lower: np.ndarray,
+    upper: np.ndarray,
+    max_states: int | None = None,
 ) -> PairTables | None:
     """
     The pair tables of `structure`, or ``None`` where they do not apply: dependencies not
     proven (:attr:`~numpyro_discrete.structure.colouring.TermStructure.exact`), a term of
     three coordinates or more (or dense), more than :data:`MAX_TABLE_ENTRIES` entries or
     :data:`MAX_TABLE_SLOTS` values. Whether they are cheaper than evaluating the model
-    (:attr:`PairTables.num_states` evaluations a sweep or step) is the caller's to judge.
+    (:attr:`PairTables.num_states` evaluations a sweep or step) is the caller's to judge;
+    a caller that knows its bound passes it, and nothing is built beyond it.
 
     :param lower: ``(N,)`` the lowest value of each coordinate.
     :param upper: ``(N,)`` the highest, every value between being one.
+    :param max_states: ``None``, or the most states worth evaluating: tables that would
+        need more are not built (``None`` is returned as soon as that is known; at least
+        ``S^2`` states are needed wherever two coordinates share a term).
     """
     num_coords, num_terms = structure.num_coords, structure.num_terms
     if not structure.exact or structure.dense_terms.size or num_coords < 2:
@@ -120,6 +127,8 @@ def pair_tables(
     size = np.asarray(upper, np.int64) - lower + 1
     num_slots = int(size.max())
     if not 2 <= num_slots <= MAX_TABLE_SLOTS or num_terms * num_slots**2 > MAX_TABLE_ENTRIES:
+        return None
+    if max_states is not None and num_slots > max_states:
         return None
     counts = np.bincount(structure.pair_terms, minlength=num_terms)
     if counts.max(initial=0) > 2:
@@ -139,6 +148,8 @@ def pair_tables(
     bits = np.unique(bit[pairwise])
     slots = np.arange(num_slots)
     pairs = [(u, v) for u in slots for v in slots if u != v]
+    if max_states is not None and num_slots + bits.size * len(pairs) > max_states:
+        return None
     # states 0..S-1: every coordinate at slot u; then, for each bit and pair (u, v), the
     # coordinates whose bit is 0 at u and the others at v
     states = [np.broadcast_to(slots[:, None], (num_slots, num_coords))]

@@ -70,15 +70,20 @@ def site_conditional(
 
     :param log_p: ``log pi(x)``.
     """
-    x_j = x[j]
-    valid = neighbourhood.valid(x)[j]
-    moves = jnp.where(valid, neighbourhood.candidates(x)[j], x_j).astype(x.dtype)  # (M,)
+    moves, valid = _moves(neighbourhood, x, j)
     log_p_moves = jax.vmap(lambda v: jnp.sum(log_terms(x.at[j].set(v))))(moves)
     log_p_values = jnp.concatenate([log_p[None], jnp.where(valid, log_p_moves, -jnp.inf)])
     return (
-        jnp.concatenate([x_j[None], moves]),
+        jnp.concatenate([x[j][None], moves]),
         jnp.where(jnp.isnan(log_p_values), -jnp.inf, log_p_values),
     )
+
+
+def _moves(neighbourhood: Neighbourhood, x: jax.Array, j: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """``(moves, valid)``, ``(M,)``: coordinate `j`'s candidates at `x` (its current value
+    in place of an invalid one) and which are valid."""
+    valid = neighbourhood.valid(x)[j]
+    return jnp.where(valid, neighbourhood.candidates(x)[j], x[j]).astype(x.dtype), valid
 
 
 def pair_conditional(
@@ -94,10 +99,8 @@ def pair_conditional(
     as in :func:`site_conditional`, the logits ``log pi`` at each option up to a constant.
     """
     log_potentials = slot_log_potentials(layout, tables, x, j[None])[0]  # (S,)
-    x_j = x[j]
-    valid = neighbourhood.valid(x)[j]
-    moves = jnp.where(valid, neighbourhood.candidates(x)[j], x_j).astype(x.dtype)
-    values = jnp.concatenate([x_j[None], moves])
+    moves, valid = _moves(neighbourhood, x, j)
+    values = jnp.concatenate([x[j][None], moves])
     slots = values - jnp.asarray(layout.lower)[j]
     logits = log_potentials[jnp.clip(slots, 0, layout.num_slots - 1)]
     logits = jnp.where(jnp.concatenate([jnp.ones(1, bool), valid]), logits, -jnp.inf)

@@ -173,14 +173,15 @@ def local_fn_for(
         log_terms, structure = coloured
         flat_terms = flat_log_density(log_terms, layout)
         supports = layout.coordinate_supports()
-        tables = pair_tables(structure, supports.lower, supports.upper)
-        # colour-batched: the classes holding an exact coordinate, each at M candidates
+        # pair tables where they take fewer evaluations than colour-batching: the classes
+        # holding an exact coordinate, each at M candidates (a lattice's 2 x 1 builds none)
         rows = slice(None) if exact_coords is None else exact_coords
         num_classes = np.unique(structure.colour[rows]).size
-        num_candidates = jax.eval_shape(neighbourhood.candidates, np.asarray(supports.lower)).shape[
-            1
-        ]
-        if tables is not None and tables.num_states < num_classes * num_candidates:
+        lower = np.asarray(supports.lower)
+        num_candidates = jax.eval_shape(neighbourhood.candidates, lower).shape[1]
+        max_states = num_classes * num_candidates - 1
+        tables = pair_tables(structure, lower, supports.upper, max_states)
+        if tables is not None:
             exact_ratios = pair_table_ratios(flat_terms, tables, exact_coords)
         else:
             exact_ratios = coloured_ratios(flat_terms, structure, exact_coords)
