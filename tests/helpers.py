@@ -17,10 +17,9 @@ from numpyro.diagnostics import effective_sample_size
 import numpyro.distributions as dist
 from numpyro.infer import MCMC
 
-from numpyro_discrete.core import block_gibbs, chromatic, site_scan
+from numpyro_discrete.core import block_gibbs, chromatic, site_scan, table_sweep
 from numpyro_discrete.core.local_ratios import coloured_ratios, exact_local_fn
 from numpyro_discrete.core.neighbourhood import CoordinateSupports, SupportKind
-from numpyro_discrete.core.pair_tables import evaluate_pair_tables
 
 # --- enumerated spaces ----------------------------------------------------------------------
 
@@ -383,28 +382,16 @@ def sampled_sweep_counts(sweep, target, states, seed):
     return counts
 
 
-def site_scan_matrix(target, neighbourhood, states, order, tables=None):
+def site_scan_matrix(target, neighbourhood, states, order):
     """The exact matrix of one systematic-scan sweep: the product over `order` of each
     coordinate's matrix, whose rows are the conditionals the kernel computes
-    (:func:`~numpyro_discrete.core.site_scan.site_conditional`, or with pair `tables`
-    :func:`~numpyro_discrete.core.site_scan.pair_conditional`), every option enumerated."""
+    (:func:`~numpyro_discrete.core.site_scan.site_conditional`), every option enumerated."""
     log_terms = target.log_terms()
-    if tables is None:
-        conditional = jax.jit(
-            lambda x, j: site_scan.site_conditional(
-                log_terms, neighbourhood, x, jnp.sum(log_terms(x)), j
-            )
+    conditional = jax.jit(
+        lambda x, j: site_scan.site_conditional(
+            log_terms, neighbourhood, x, jnp.sum(log_terms(x)), j
         )
-    else:
-        conditional = jax.jit(
-            lambda x, j: site_scan.pair_conditional(
-                tables,
-                evaluate_pair_tables(tables, log_terms, x.dtype),
-                neighbourhood,
-                x,
-                j,
-            )
-        )
+    )
     lookup = state_lookup(states)
     sweep = np.eye(len(states))
     for j in order:
@@ -414,6 +401,28 @@ def site_scan_matrix(target, neighbourhood, states, order, tables=None):
             probs = np.exp(log_p_values - log_p_values.max())
             ends = np.repeat(state[None], len(values), 0)
             ends[:, j] = values
+            np.add.at(visit[i], lookup(ends), probs / probs.sum())
+        sweep = sweep @ visit
+    return sweep
+
+
+def table_scan_matrix(target, layout, states, order):
+    """The exact matrix of visiting the coordinates in `order`, each drawn from the
+    conditional the sweep by pair tables computes
+    (:func:`~numpyro_discrete.core.table_sweep.class_logits`) over its slots."""
+    values = table_sweep.sweep_tables(layout, target.log_terms())
+    logits = jax.jit(lambda x, j: table_sweep.class_logits(layout, values, x, j[None])[0])
+    lookup = state_lookup(states)
+    sweep = np.eye(len(states))
+    for j in order:
+        visit = np.zeros_like(sweep)
+        slots = np.arange(layout.num_slots)
+        for i, state in enumerate(states):
+            row = np.asarray(logits(jnp.asarray(state), jnp.asarray(j)), np.float64)
+            inside = slots < layout.num_values[j]
+            probs = np.exp(row[inside] - row[inside].max())
+            ends = np.repeat(state[None], inside.sum(), 0)
+            ends[:, j] = layout.lower[j] + slots[inside]
             np.add.at(visit[i], lookup(ends), probs / probs.sum())
         sweep = sweep @ visit
     return sweep

@@ -17,9 +17,10 @@ import numpyro.distributions as dist
 from numpyro.infer import MCMC, NUTS, Gibbs
 
 from numpyro_discrete import ChromaticGibbs, ChromaticGibbsState, LBPGibbs, SiteSupport
-from numpyro_discrete.core import chromatic, site_scan
+from numpyro_discrete.core import chromatic, site_scan, table_sweep
 from numpyro_discrete.core.neighbourhood import coordinate_neighbourhood
 from numpyro_discrete.core.pair_tables import (
+    coordinate_tables,
     evaluate_pair_tables,
     pair_tables,
     slot_log_potentials,
@@ -269,42 +270,83 @@ def _whole_supports(target):
     return coordinate_neighbourhood(target.supports, whole_support_span=WHOLE_SUPPORT_SPAN)
 
 
-@pytest.mark.parametrize(
-    "space, by_tables", [("binary", False), ("mixed", False), ("binary", True), ("pairwise", True)]
-)
-def test_site_scan_draws_exact_conditionals(space, by_tables, x64):
+@pytest.mark.parametrize("space", ["binary", "mixed"])
+def test_site_scan_draws_exact_conditionals(space, x64):
     """A sweep whose classes are single coordinates is a systematic scan: each visit's
     matrix is the coordinate's exact conditional (``pi`` on the states that differ from
-    the current one at that coordinate only, to 1e-10), whatever the detected structure,
-    and so with the conditionals read from pair tables (every term of at most two
-    coordinates, supports not starting at 0); the sweep leaves ``pi`` invariant, and the
-    jitted kernel's transitions match the matrix (chi-square)."""
+    the current one at that coordinate only, to 1e-10), whatever the detected structure;
+    the sweep leaves ``pi`` invariant, and the jitted kernel's transitions match the
+    matrix (chi-square)."""
     target, states = _space(space)
     neighbourhood = _whole_supports(target)
-    tables = None
-    if by_tables:
-        supports = target.supports
-        tables = pair_tables(target.structure, supports.lower, supports.upper)
-        assert tables is not None
     pi = target_distribution(target, states)
     order = np.array([2, 0, 3, 1])
     for j in range(states.shape[1]):
-        same_elsewhere = np.all(np.delete(states, j, 1)[:, None] == np.delete(states, j, 1), -1)
-        definition = np.where(same_elsewhere, pi[None, :], 0.0)
-        definition /= definition.sum(1, keepdims=True)
         np.testing.assert_allclose(
-            site_scan_matrix(target, neighbourhood, states, [j], tables), definition, atol=1e-10
+            site_scan_matrix(target, neighbourhood, states, [j]),
+            _conditional_matrix(states, pi, j),
+            atol=1e-10,
         )
-    matrix = site_scan_matrix(target, neighbourhood, states, order, tables)
+    matrix = site_scan_matrix(target, neighbourhood, states, order)
     assert_invariant_and_irreducible(matrix, pi)
-    sweep = site_scan.build_kernel(neighbourhood, order, tables)
+    sweep = site_scan.build_kernel(neighbourhood, order)
+    assert chi_square_rows(sampled_sweep_counts(sweep, target, states, 5), matrix) > 1e-3
+
+
+def _conditional_matrix(states, pi, j):
+    """The exact Gibbs move of coordinate `j`: ``pi`` on the states equal elsewhere."""
+    same_elsewhere = np.all(np.delete(states, j, 1)[:, None] == np.delete(states, j, 1), -1)
+    definition = np.where(same_elsewhere, pi[None, :], 0.0)
+    return definition / definition.sum(1, keepdims=True)
+
+
+@pytest.mark.parametrize("space", ["binary", "pairwise"])
+@pytest.mark.parametrize("classes", ["detected", "looped", "one per coordinate"])
+def test_table_sweep_draws_exact_conditionals(space, classes, x64):
+    """The sweep by pair tables, on binary coordinates (log-odds) and on a binary, a
+    categorical and two ordinal (1..3) coordinates with a constant term (tables of ``S =
+    3`` slots): each coordinate's conditional (:func:`table_sweep.class_logits`, what the
+    kernel draws from) equals the exact one to 1e-10 at every state, and the jitted
+    sweep's transitions match the product of the exact moves of its classes' coordinates
+    (chi-square), for the detected colouring unrolled and looped, and for one class per
+    coordinate (a systematic scan)."""
+    target, states = _space(space)
+    structure = target.structure
+    if classes == "one per coordinate":
+        colour = np.array([2, 0, 3, 1], np.int32)
+        structure = structure._replace(colour=colour, num_colours=4)
+    supports = target.supports
+    layout = pair_tables(structure, supports.lower, supports.upper)
+    log_terms = target.log_terms()
+    values = table_sweep.sweep_tables(layout, log_terms)
+    pi = target_distribution(target, states)
+    logits = jax.jit(lambda x: table_sweep.class_logits(layout, values, x, np.arange(4)))
+    for i, state in enumerate(states):
+        conditionals = np.asarray(jax.nn.softmax(logits(jnp.asarray(state)), axis=-1))
+        for j in range(4):
+            exact = _conditional_matrix(states, pi, j)[i]
+            slots = states[:, j] - supports.lower[j]
+            expected = np.bincount(slots, weights=exact, minlength=layout.num_slots)
+            np.testing.assert_allclose(conditionals[j], expected, atol=1e-10)
+    order = chromatic.class_members(structure)[0][: structure.num_coords]
+    matrix = site_scan_matrix(target, _whole_supports(target), states, order)
+    assert_invariant_and_irreducible(matrix, pi)
+    kernel = table_sweep.build_kernel(
+        layout, structure, max_unrolled_classes=0 if classes == "looped" else 8
+    )
+
+    def sweep(key, state, log_terms):
+        tables = table_sweep.SweepTables(table_sweep.sweep_tables(layout, log_terms), log_terms)
+        return kernel(key, state, tables)
+
     assert chi_square_rows(sampled_sweep_counts(sweep, target, states, 5), matrix) > 1e-3
 
 
 def test_pair_tables_only_where_every_term_has_two_coordinates_at_most():
-    """The pair tables refuse a term of three coordinates and an unproven structure; the
-    kernel reads them only where they take fewer evaluations than the scan by ``log pi``
-    (``N (S - 1)``: four spins that all interact take 6 states against 4 evaluations)."""
+    """The pair tables refuse a term of three coordinates and an unproven structure. A
+    discrete-only model reads them, filled once for the run (four spins that all interact);
+    with a continuous site moving, the same model's scan reads ``log pi`` (the tables would
+    take 6 evaluations a sweep against 4)."""
     mixed, _ = _space("mixed")
     assert pair_tables(mixed.structure, mixed.supports.lower, mixed.supports.upper) is None
     cycle, _ = _space("binary")
@@ -314,17 +356,22 @@ def test_pair_tables_only_where_every_term_has_two_coordinates_at_most():
     # no pairs at all (a constant term): every coordinate's log-potentials are 0
     constant = DiscreteTarget.from_potential(lambda z: jnp.zeros(()), {"x": jnp.zeros(3, int)})
     layout = pair_tables(constant.structure, np.zeros(3), np.ones(3))
-    tables = evaluate_pair_tables(layout, constant.log_terms(), jnp.int32)
-    potentials = slot_log_potentials(layout, tables, jnp.zeros(3, int), jnp.arange(3))
+    tables = coordinate_tables(layout, evaluate_pair_tables(layout, constant.log_terms(), int))
+    potentials = slot_log_potentials(layout, tables, jnp.zeros(3, int), np.arange(3))
     np.testing.assert_array_equal(potentials, np.zeros((3, 2)))
 
-    def four_spins():
+    def four_spins(scale=None):
         x = numpyro.sample("x", dist.Bernoulli(0.5).expand([4]))
-        numpyro.factor("pairs", 0.3 * jnp.triu(x[:, None] * x[None, :], 1))
+        coupling = 0.3 if scale is None else numpyro.sample("scale", dist.Normal(0.3, 0.1))
+        numpyro.factor("pairs", coupling * jnp.triu(x[:, None] * x[None, :], 1))
 
     kernel = ChromaticGibbs(four_spins)
-    kernel.init(random.key(0), 0, None, (), {})
-    assert kernel.num_colours == 4 and not kernel.by_pair_tables
+    MCMC(kernel, num_warmup=5, num_samples=5, progress_bar=False).run(random.key(0))
+    assert kernel.num_colours == 4 and kernel.by_pair_tables
+    mixed = LBPGibbs(NUTS(four_spins), discrete_kernel=ChromaticGibbs(four_spins))
+    MCMC(mixed, num_warmup=5, num_samples=5, progress_bar=False).run(random.key(0), 1.0)
+    discrete = mixed.discrete_kernel
+    assert discrete.num_colours == 4 and not discrete.by_pair_tables
 
 
 def test_site_scan_leaves_a_state_of_probability_zero(x64):
@@ -676,3 +723,55 @@ def test_traced_indices_fall_back_to_one_class_per_coordinate_with_a_warning():
     with pytest.warns(UserWarning, match="could not detect the structure"):
         jax.jit(lambda nb: kernel.init(random.key(0), 10, None, (nb,), None))(neighbours)
     assert kernel.num_colours == 4
+
+
+BOLTZMANN_DATA = np.random.default_rng(4).normal(0.0, 1.0, 12) + np.resize([1.0, -1.0], 12)
+
+
+def boltzmann_regression_model(y):
+    """:func:`boltzmann_model` whose spins are seen through ``y_i ~ N(mu s_i, 1)``,
+    ``mu ~ N(1, 0.5)``."""
+    mu = numpyro.sample("mu", dist.Normal(1.0, 0.5))
+    x = numpyro.sample("x", dist.Bernoulli(0.5).expand([12]))
+    s = 2.0 * x - 1.0
+    numpyro.factor("pairs", BOLTZMANN_COUPLINGS * s[:, None] * s[None, :])
+    numpyro.sample("y", dist.Normal(mu * s, 1.0), obs=y)
+
+
+@pytest.mark.parametrize(
+    "chain_method",
+    ["sequential", *(pytest.param(m, marks=pytest.mark.slow) for m in ["vectorized", "parallel"])],
+)
+def test_pair_tables_follow_the_continuous_sites_of_a_mixed_model(chain_method):
+    """Beside NUTS, the tables of the Boltzmann machine's terms change with ``mu``:
+    ``ChromaticGibbs`` fills them every sweep (10 evaluations against 12 for the scan by
+    ``log pi``), never once for the run, and the spins' means and ``mu``'s match the exact
+    posterior (4 MCSE; ``mu`` integrated on a grid of 2000 points against the 4096 states
+    enumerated)."""
+    states = np.array(list(itertools.product(range(2), repeat=12)), np.float64)
+    s = 2.0 * states - 1.0
+    energy = np.einsum("ij,si,sj->s", BOLTZMANN_COUPLINGS, s, s)
+    grid = np.linspace(-3.0, 5.0, 2000)  # +-8 prior standard deviations
+    residuals = BOLTZMANN_DATA[None, None, :] - grid[:, None, None] * s[None]
+    log_joint = (
+        energy[None, :] - 0.5 * np.sum(residuals**2, -1) - 0.5 * ((grid[:, None] - 1.0) / 0.5) ** 2
+    )
+    weights = np.exp(log_joint - log_joint.max())  # (grid, states)
+    weights /= weights.sum()
+    exact_x, exact_mu = weights.sum(0) @ states, weights.sum(1) @ grid
+
+    model = boltzmann_regression_model
+    kernel = LBPGibbs(NUTS(model), discrete_kernel=ChromaticGibbs(model))
+    mcmc = MCMC(
+        kernel,
+        num_warmup=300,
+        num_samples=2000,
+        num_chains=2,
+        chain_method=chain_method,
+        progress_bar=False,
+    )
+    mcmc.run(random.key(6), jnp.asarray(BOLTZMANN_DATA))
+    assert kernel.discrete_kernel.by_pair_tables
+    samples = mcmc.get_samples(group_by_chain=True)
+    assert_mean_within_mcse(np.asarray(samples["x"], np.float64), exact_x)
+    assert_mean_within_mcse(np.asarray(samples["mu"], np.float64), exact_mu, what="mu")

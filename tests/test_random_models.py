@@ -46,7 +46,7 @@ from numpyro_discrete import (
     CollapsedDraw,
     LBPGibbs,
 )
-from numpyro_discrete.core import block_gibbs, chromatic, collapse, site_scan
+from numpyro_discrete.core import block_gibbs, chromatic, collapse, table_sweep
 from numpyro_discrete.core.local_ratios import exact_local_fn, pair_table_ratios
 from numpyro_discrete.core.neighbourhood import coordinate_neighbourhood, squared_distance_fn
 from numpyro_discrete.core.pair_tables import pair_tables
@@ -67,6 +67,7 @@ from helpers import (
     sampled_sweep_counts,
     site_scan_matrix,
     state_lookup,
+    table_scan_matrix,
     target_distribution,
 )
 
@@ -272,10 +273,10 @@ def test_chromatic_sweep_is_exact_on_random_models(spec, x64):
 @given(spec=rm.model_specs(continuous=False))
 def test_pair_tables_give_the_scan_conditionals_on_random_models(spec, x64):
     """Where detection proved every term to depend on two coordinates at most, the exact
-    local ratios read from pair tables equal the brute-force ones at every state, a
-    systematic scan reading its conditionals from the tables has the matrix of the scan
-    reading them from ``log pi`` (1e-10, in a random order), and the compiled sweep by
-    tables draws from it."""
+    local ratios read from pair tables equal the brute-force ones at every state; the sweep
+    by tables (what ``ChromaticGibbs`` runs on such a model) has the matrix of the scan
+    reading its conditionals from ``log pi`` (1e-10), in a random order of single
+    coordinates and by the detected colouring, and the compiled sweep draws from it."""
     assume(_small(spec, 120))
     kernel = ChromaticGibbs(rm.build_model(spec))
     _, target = discrete_target(spec, kernel)
@@ -297,14 +298,29 @@ def test_pair_tables_give_the_scan_conditionals_on_random_models(spec, x64):
 
         for got, expected in zip(ratios(states), brute(jnp.asarray(states)), strict=True):
             np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-9, err_msg=spec.describe())
-    neighbourhood = target.neighbourhood
-    order = np.random.default_rng(spec.seed).permutation(target.num_coords)
-    by_log_pi = site_scan_matrix(target, neighbourhood, states, order)
-    scan_by_tables = site_scan_matrix(target, neighbourhood, states, order, tables)
-    np.testing.assert_allclose(scan_by_tables, by_log_pi, atol=1e-10, err_msg=spec.describe())
-    sweep = site_scan.build_kernel(neighbourhood, order, tables)
-    counts = sampled_sweep_counts(sweep, target, states, spec.seed)
-    assert chi_square_rows(counts, by_log_pi) > 1e-4, spec.describe()
+    # the sweep by tables: in a random order of single coordinates, and by the detected
+    # colouring (valid: a class's draw is its coordinates' moves in any order)
+    structure = target.structure
+    random_order = np.random.default_rng(spec.seed).permutation(target.num_coords)
+    colour_order = chromatic.class_members(structure)[0][: target.num_coords]
+    for order, colour in (
+        (random_order, np.argsort(random_order)),
+        (colour_order, structure.colour),
+    ):
+        by_log_pi = site_scan_matrix(target, target.neighbourhood, states, order)
+        by_tables = table_scan_matrix(target, tables, states, order)
+        np.testing.assert_allclose(by_tables, by_log_pi, atol=1e-10, err_msg=spec.describe())
+        classes = structure._replace(
+            colour=colour.astype(np.int32), num_colours=int(colour.max()) + 1
+        )
+        kernel = table_sweep.build_kernel(tables, classes)
+
+        def sweep(key, state, log_terms, kernel=kernel):
+            values = table_sweep.sweep_tables(tables, log_terms)
+            return kernel(key, state, table_sweep.SweepTables(values, log_terms))
+
+        counts = sampled_sweep_counts(sweep, target, states, spec.seed)
+        assert chi_square_rows(counts, by_log_pi) > 1e-4, spec.describe()
 
 
 @settings(max_examples=3, **SETTINGS)

@@ -26,6 +26,7 @@ import jax.numpy as jnp
 from numpyro_discrete.core.neighbourhood import Neighbourhood
 from numpyro_discrete.core.pair_tables import (
     PairTables,
+    coordinate_tables,
     evaluate_pair_tables,
     slot_log_potentials,
 )
@@ -304,7 +305,7 @@ def pair_table_ratios(
     log_terms: Callable[[jax.Array], jax.Array], layout: PairTables, coords: np.ndarray | None
 ) -> ExactRatios:
     """Exact ratios of the coordinates `coords` (``None``: all) from pair tables: the terms
-    evaluated at the ``P`` states of `layout` in one batch, then each row's
+    evaluated at the ``P`` states of `layout` in one batch, oriented by coordinate, then each row's
     log-potentials over its values (:func:`~numpyro_discrete.core.pair_tables.slot_log_potentials`),
     read at its candidates and at its current value."""
     num_coords = layout.lower.shape[0]
@@ -313,8 +314,8 @@ def pair_table_ratios(
     last = layout.num_slots - 1
 
     def ratios(x: jax.Array, log_p: jax.Array | None, candidates: jax.Array, valid: jax.Array):
-        tables = evaluate_pair_tables(layout, log_terms, x.dtype)
-        potentials = slot_log_potentials(layout, tables, x, jnp.asarray(rows))  # (R, S)
+        tables = coordinate_tables(layout, evaluate_pair_tables(layout, log_terms, x.dtype))
+        potentials = slot_log_potentials(layout, tables, x, rows)  # (R, S)
         current = jnp.take_along_axis(potentials, jnp.clip(x[rows, None] - lower, 0, last), 1)
         moved = jnp.take_along_axis(potentials, jnp.clip(candidates[rows] - lower, 0, last), 1)
         d = moved - current

@@ -12,6 +12,10 @@ states (``S`` values, ``B`` bits) fill every table. A stochastic block model of 
 in 3 blocks needs 39 states, against the systematic scan's ``N (S - 1) = 120`` evaluations
 one after the other.
 
+Each coordinate's tables are then gathered once, oriented, its terms of one coordinate
+summed into one (:func:`coordinate_tables`), so that its conditional reads ``1 + D`` rows
+of ``S`` entries (``D`` its terms of two coordinates).
+
 Example: a coordinate's log-potentials over its values, from the tables.
 
 .. doctest::
@@ -29,12 +33,15 @@ Example: a coordinate's log-potentials over its values, from the tables.
     >>> layout.num_states
     4
     >>> tables = pair_tables.evaluate_pair_tables(layout, log_terms, x.dtype)
+    >>> coordinates = pair_tables.coordinate_tables(layout, tables)  # oriented per coordinate
     >>> # coordinate 2 at 0 or 1, its neighbours at 1 and 0: -1.0 * [0, 1] + 2.0 * [1, 0]
-    >>> pair_tables.slot_log_potentials(layout, tables, x, jnp.array([2])).tolist()
+    >>> pair_tables.slot_log_potentials(layout, coordinates, x, np.array([2])).tolist()
     [[2.0, -1.0]]
 """
 
 from collections.abc import Callable
+import functools
+import operator
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -50,6 +57,8 @@ __all__ = [
     "PairTables",
     "evaluate_pair_tables",
     "pair_tables",
+    "coordinate_others",
+    "coordinate_tables",
     "slot_log_potentials",
 ]
 
@@ -70,18 +79,24 @@ class PairTables(NamedTuple):
     - **state_of** - ``(E, S, S)`` the state in which term ``e`` has its first coordinate
       at slot ``a`` and its second at slot ``c`` (for a term of one coordinate, at slot
       ``a``; a term of none is never read).
-    - **terms** - ``(N, D)`` the terms of each coordinate, padded with ``E`` (a zero table).
-    - **other** - ``(N, D)`` the other coordinate of each of those terms (the coordinate
-      itself for a term of one coordinate, 0 for padding).
-    - **is_first** - ``(N, D)`` whether the coordinate is its term's first (lower) one.
+    - **num_values** - ``(N,)`` the number of values of each coordinate (at most ``S``).
+    - **unary_terms** - ``(N, U)`` the terms of one coordinate of each coordinate, padded
+      with ``E`` (a zero table).
+    - **pair_terms** - ``(N, D)`` the terms of two coordinates of each coordinate, padded
+      with ``E``.
+    - **pair_other** - ``(N, D)`` the other coordinate of each of those terms (the
+      coordinate itself for padding).
+    - **pair_is_first** - ``(N, D)`` whether the coordinate is its term's first (lower) one.
     """
 
     lower: np.ndarray
     states: np.ndarray
     state_of: np.ndarray
-    terms: np.ndarray
-    other: np.ndarray
-    is_first: np.ndarray
+    num_values: np.ndarray
+    unary_terms: np.ndarray
+    pair_terms: np.ndarray
+    pair_other: np.ndarray
+    pair_is_first: np.ndarray
 
     @property
     def num_slots(self) -> int:
@@ -171,59 +186,116 @@ def pair_tables(
         num_slots + bit_number[:, None, None] * len(pairs) + pair_uc,
         u,  # the coordinates at the same slot, or a term of one coordinate
     )
-    # each coordinate's terms, the other coordinate and its side
-    width = int(np.bincount(structure.pair_coords, minlength=num_coords).max())
-    by_coord = np.argsort(structure.pair_coords, kind="stable")
-    pair_coords, pair_terms = structure.pair_coords[by_coord], structure.pair_terms[by_coord]
-    starts = np.searchsorted(pair_coords, np.arange(num_coords))
-    rank = np.arange(pair_coords.size) - starts[pair_coords]
-    coord_terms = np.full((num_coords, width), num_terms, np.int32)
-    coord_terms[pair_coords, rank] = pair_terms
-    is_first = np.ones((num_coords, width), bool)
-    is_first[pair_coords, rank] = first[pair_terms] == pair_coords
-    other = np.zeros((num_coords, width), np.int32)
-    other[pair_coords, rank] = np.where(
-        first[pair_terms] == pair_coords, second[pair_terms], first[pair_terms]
+    # each coordinate's terms of one coordinate, and of two with the other one and its side
+    unary = ~pairwise[structure.pair_terms]
+    unary_terms = _terms_by_coord(
+        structure.pair_coords[unary], structure.pair_terms[unary], num_coords, num_terms
+    )
+    pair_coords, pair_terms = structure.pair_coords[~unary], structure.pair_terms[~unary]
+    coord_pair_terms = _terms_by_coord(pair_coords, pair_terms, num_coords, num_terms)
+    padded = coord_pair_terms == num_terms
+    term = np.minimum(coord_pair_terms, num_terms - 1)
+    is_first = first[term] == np.arange(num_coords)[:, None]
+    other = np.where(
+        padded, np.arange(num_coords)[:, None], np.where(is_first, second[term], first[term])
     )
     return PairTables(
         lower.astype(np.int32),
         states,
         state_of.astype(np.int32),
-        coord_terms,
-        other,
-        is_first,
+        size.astype(np.int32),
+        unary_terms,
+        coord_pair_terms,
+        other.astype(np.int32),
+        is_first | padded,
     )
 
 
+def _terms_by_coord(
+    coords: np.ndarray, terms: np.ndarray, num_coords: int, num_terms: int
+) -> np.ndarray:
+    """``(N, D)`` the `terms` of each coordinate (pairs ``(terms[k], coords[k])``), padded
+    with `num_terms`; ``D >= 1``."""
+    width = max(int(np.bincount(coords, minlength=num_coords).max(initial=0)), 1)
+    by_coord = np.argsort(coords, kind="stable")
+    coords, terms = coords[by_coord], terms[by_coord]
+    rank = np.arange(coords.size) - np.searchsorted(coords, np.arange(num_coords))[coords]
+    table = np.full((num_coords, width), num_terms, np.int32)
+    table[coords, rank] = terms
+    return table
+
+
 def evaluate_pair_tables(
-    layout: PairTables, log_terms: Callable[[jax.Array], jax.Array], dtype: Any
+    layout: PairTables,
+    log_terms: Callable[[jax.Array], jax.Array],
+    dtype: Any,
+    states: jax.Array | None = None,
 ) -> jax.Array:
     """``(E + 1, S, S)``: every term at every pair of slots of its coordinates (the last row,
     padding, zero), from one batched evaluation of the terms at the ``P`` states of
-    `layout`, in integers of `dtype`."""
-    states = jnp.asarray(layout.lower + layout.states, dtype)
+    `layout`, in integers of `dtype`.
+
+    :param states: those states' values, ``layout.lower + layout.states``, where the caller
+        passes them as an argument of its program (as constants, XLA would fold the whole
+        evaluation while compiling).
+    """
+    if states is None:
+        states = jnp.asarray(layout.lower + layout.states, dtype)
     evaluated = jax.vmap(log_terms)(states)  # (P, E)
     num_terms = evaluated.shape[1]
     tables = evaluated[layout.state_of, np.arange(num_terms)[:, None, None]]
     return jnp.concatenate([tables, jnp.zeros((1,) + tables.shape[1:], tables.dtype)])
 
 
+def coordinate_tables(layout: PairTables, tables: jax.Array) -> jax.Array:
+    """
+    ``(N, 1 + D, S, S)``: each coordinate's tables, oriented, entry ``[j, d, o, s]`` the
+    value of its term ``d`` with the coordinate at slot ``s`` and the term's other
+    coordinate at slot ``o``. Term 0 is the sum of the coordinate's terms of one coordinate
+    (the same for every ``o``), ``-inf`` at slots beyond its number of values; terms
+    ``1..D`` are its terms of two (:attr:`PairTables.pair_terms`), read at
+    :func:`coordinate_others`.
+
+    :param tables: ``(E + 1, S, S)`` from :func:`evaluate_pair_tables`.
+    """
+    num_slots = layout.num_slots
+    # a term of one coordinate holds its value at slot a in row a of its table
+    unary = functools.reduce(
+        operator.add,
+        [tables[layout.unary_terms[:, k], :, 0] for k in range(layout.unary_terms.shape[1])],
+    )  # (N, S)
+    unary = jnp.where(np.arange(num_slots) < layout.num_values[:, None], unary, -jnp.inf)
+    pairs = tables[layout.pair_terms]  # (N, D, S, S), [.., first slot, second slot]
+    pairs = jnp.where(layout.pair_is_first[..., None, None], jnp.swapaxes(pairs, -1, -2), pairs)
+    unary = jnp.broadcast_to(unary[:, None, None, :], (unary.shape[0], 1, num_slots, num_slots))
+    return jnp.concatenate([unary, pairs], axis=1)
+
+
+def coordinate_others(layout: PairTables) -> np.ndarray:
+    """``(N, 1 + D)``: the coordinate whose slot selects the row ``o`` of each of
+    :func:`coordinate_tables`' tables (the coordinate itself for term 0 and padding)."""
+    num_coords = layout.lower.size
+    return np.concatenate([np.arange(num_coords, dtype=np.int32)[:, None], layout.pair_other], 1)
+
+
 def slot_log_potentials(
-    layout: PairTables, tables: jax.Array, x: jax.Array, rows: jax.Array
+    layout: PairTables, coordinates: jax.Array, x: jax.Array, rows: np.ndarray | jax.Array
 ) -> jax.Array:
     """
     ``(R, S)``: for each coordinate of `rows`, ``log pi`` at each of its slots (the other
-    coordinates at `x`) up to a constant of the row, the sum of its terms' entries in
-    `tables` (:func:`evaluate_pair_tables`) at their other coordinates' current slots.
-    Slots beyond a coordinate's size hold values of no meaning.
+    coordinates at `x`) up to a constant of the row: the sum of its
+    :func:`coordinate_tables` `coordinates`' rows at its neighbours' current slots
+    (``-inf`` at slots beyond its number of values). Static `rows` (numpy) make every
+    index but the neighbours' slots a constant of the program.
     """
-    terms = jnp.asarray(layout.terms)[rows]  # (R, D)
-    other = jnp.asarray(layout.other)[rows]
+    xp = np if isinstance(rows, np.ndarray) else jnp
+    num_slots = layout.num_slots
+    others = xp.asarray(coordinate_others(layout))[rows]  # (R, 1 + D)
+    width = others.shape[-1]
     lower = jnp.asarray(layout.lower)
-    slot_other = jnp.clip(x[other] - lower[other], 0, layout.num_slots - 1)
-    entries = tables[terms]  # (R, D, S, S)
-    index = slot_other[..., None, None]
-    as_first = jnp.take_along_axis(entries, index, axis=-1)[..., 0]
-    as_second = jnp.take_along_axis(entries, index, axis=-2)[..., 0, :]
-    is_first = jnp.asarray(layout.is_first)[rows][..., None]
-    return jnp.sum(jnp.where(is_first, as_first, as_second), axis=-2)
+    slot_other = jnp.clip(x[others] - lower[others], 0, num_slots - 1)
+    # one gather of R x (1 + D) rows of S contiguous entries
+    index = (rows[:, None] * width + xp.arange(width)) * num_slots + slot_other
+    entries = coordinates.reshape(-1, num_slots)[index]  # (R, 1 + D, S)
+    # the terms added as slices: a reduction over a short axis is slow on CPU (core.rows)
+    return functools.reduce(operator.add, [entries[:, d] for d in range(width)])

@@ -9,9 +9,9 @@ the new ``log pi`` is the evaluation of the value drawn (Geman and Geman 1984).
 
 Where the structure is proven and every term depends on two coordinates at most (a
 pairwise model: a stochastic block model's edges, a fully connected Boltzmann machine), the
-scan may read each conditional from pair tables instead
-(:mod:`~numpyro_discrete.core.pair_tables`), evaluated in one batch at the start of the
-sweep: a visit then costs gathers of its own terms' entries, no evaluation of the model.
+same scan reads each conditional from pair tables instead
+(:mod:`~numpyro_discrete.core.table_sweep`): a visit then costs gathers of its own terms'
+entries, no evaluation of the model.
 
 Its state is the chromatic sweep's (:func:`~numpyro_discrete.core.chromatic.init`).
 
@@ -48,10 +48,9 @@ import jax.numpy as jnp
 from numpyro_discrete.core import noise
 from numpyro_discrete.core.chromatic import LogTerms
 from numpyro_discrete.core.neighbourhood import Neighbourhood
-from numpyro_discrete.core.pair_tables import PairTables, evaluate_pair_tables, slot_log_potentials
 from numpyro_discrete.core.state import Info, SweepState
 
-__all__ = ["build_kernel", "pair_conditional", "site_conditional"]
+__all__ = ["build_kernel", "site_conditional"]
 
 
 def site_conditional(
@@ -70,7 +69,8 @@ def site_conditional(
 
     :param log_p: ``log pi(x)``.
     """
-    moves, valid = _moves(neighbourhood, x, j)
+    valid = neighbourhood.valid(x)[j]
+    moves = jnp.where(valid, neighbourhood.candidates(x)[j], x[j]).astype(x.dtype)
     log_p_moves = jax.vmap(lambda v: jnp.sum(log_terms(x.at[j].set(v))))(moves)
     log_p_values = jnp.concatenate([log_p[None], jnp.where(valid, log_p_moves, -jnp.inf)])
     return (
@@ -79,36 +79,8 @@ def site_conditional(
     )
 
 
-def _moves(neighbourhood: Neighbourhood, x: jax.Array, j: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """``(moves, valid)``, ``(M,)``: coordinate `j`'s candidates at `x` (its current value
-    in place of an invalid one) and which are valid."""
-    valid = neighbourhood.valid(x)[j]
-    return jnp.where(valid, neighbourhood.candidates(x)[j], x[j]).astype(x.dtype), valid
-
-
-def pair_conditional(
-    layout: PairTables,
-    tables: jax.Array,
-    neighbourhood: Neighbourhood,
-    x: jax.Array,
-    j: jax.Array,
-) -> tuple[jax.Array, jax.Array]:
-    """
-    The conditional of coordinate `j` at `x` from pair tables
-    (:func:`~numpyro_discrete.core.pair_tables.evaluate_pair_tables`): ``(values, logits)``
-    as in :func:`site_conditional`, the logits ``log pi`` at each option up to a constant.
-    """
-    log_potentials = slot_log_potentials(layout, tables, x, j[None])[0]  # (S,)
-    moves, valid = _moves(neighbourhood, x, j)
-    values = jnp.concatenate([x[j][None], moves])
-    slots = values - jnp.asarray(layout.lower)[j]
-    logits = log_potentials[jnp.clip(slots, 0, layout.num_slots - 1)]
-    logits = jnp.where(jnp.concatenate([jnp.ones(1, bool), valid]), logits, -jnp.inf)
-    return values, jnp.where(jnp.isnan(logits), -jnp.inf, logits)
-
-
 def build_kernel(
-    neighbourhood: Neighbourhood, order: np.ndarray, tables: PairTables | None = None
+    neighbourhood: Neighbourhood, order: np.ndarray
 ) -> Callable[[jax.Array, SweepState, LogTerms], tuple[SweepState, Info]]:
     """
     One sweep of systematic-scan Gibbs: ``(rng_key, state, log_terms) -> (state, info)``,
@@ -121,9 +93,6 @@ def build_kernel(
 
     :param neighbourhood: the candidate values of each coordinate.
     :param order: the coordinates, in the order visited (static).
-    :param tables: read the conditionals from these pair tables
-        (:func:`~numpyro_discrete.core.pair_tables.pair_tables`) instead of evaluating
-        ``log pi``: the same conditionals, and the same draws but for rounding.
     """
     order = np.asarray(order, np.int32)
 
@@ -139,32 +108,17 @@ def build_kernel(
         slot = draw(log_p_values, uniform)
         return (x.at[j].set(values[slot]), log_p_values[slot]), slot > 0
 
-    def visit_by_tables(evaluated: jax.Array, x: jax.Array, inputs: tuple) -> tuple:
-        j, uniform = inputs
-        values, logits = pair_conditional(tables, evaluated, neighbourhood, x, j)
-        slot = draw(logits, uniform)
-        return x.at[j].set(values[slot]), slot > 0
-
     def kernel(
         rng_key: jax.Array, state: SweepState, log_terms: LogTerms
     ) -> tuple[SweepState, Info]:
         x = state.position
         uniforms = noise.uniform(rng_key, order.size, jnp.result_type(float))
-        if tables is None:
-            # log pi anew: another block (the continuous sites) may have moved since the state
-            (x, log_p), changed = lax.scan(
-                lambda carry, inputs: visit(log_terms, carry, inputs),
-                (x, jnp.sum(log_terms(x))),
-                (jnp.asarray(order), uniforms),
-            )
-        else:
-            evaluated = evaluate_pair_tables(tables, log_terms, x.dtype)
-            x, changed = lax.scan(
-                lambda x, inputs: visit_by_tables(evaluated, x, inputs),
-                x,
-                (jnp.asarray(order), uniforms),
-            )
-            log_p = jnp.sum(log_terms(x))
+        # log pi anew: another block (the continuous sites) may have moved since the state
+        (x, log_p), changed = lax.scan(
+            lambda carry, inputs: visit(log_terms, carry, inputs),
+            (x, jnp.sum(log_terms(x))),
+            (jnp.asarray(order), uniforms),
+        )
         info = Info(jnp.ones((), log_p.dtype), jnp.array(True), jnp.sum(changed, dtype=jnp.int32))
         return SweepState(x, log_p), info
 

@@ -8,13 +8,16 @@ import warnings
 
 import numpy as np
 
-from numpyro_discrete.core import chromatic, site_scan
+import jax
+
+from numpyro_discrete.core import chromatic, site_scan, table_sweep
 from numpyro_discrete.core.neighbourhood import (
     SupportKind,
     coordinate_neighbourhood,
     ladder_offsets,
 )
 from numpyro_discrete.core.pair_tables import PairTables, pair_tables
+from numpyro_discrete.core.state import Info, SweepState
 from numpyro_discrete.kernels.exact_sweep import ExactSweepKernel, ExactSweepState
 from numpyro_discrete.model.layout import SiteSupport
 from numpyro_discrete.model.move_scales import support_spans
@@ -119,6 +122,7 @@ class ChromaticGibbs(ExactSweepKernel):
     # coordinate is then the intended systematic-scan Gibbs, not a structure to expose)
     _dense_chosen = False
     _pair_tables: PairTables | None = None
+    _reads_tables = False
 
     def __init__(
         self,
@@ -134,11 +138,15 @@ class ChromaticGibbs(ExactSweepKernel):
 
     @property
     def by_pair_tables(self) -> bool:
-        """Whether the sweep (after ``init``) is a systematic scan that reads each
-        coordinate's conditional from tables of the model's pairwise terms
-        (:mod:`~numpyro_discrete.core.pair_tables`) instead of evaluating the
-        model at each option."""
-        return self._pair_tables is not None
+        """Whether the sweep last compiled (after a ``run``) read each coordinate's
+        conditional from tables of the model's pairwise terms
+        (:mod:`~numpyro_discrete.core.table_sweep`) instead of evaluating the model at its
+        options: where detection proved every term to depend on two coordinates at most
+        and every coordinate has at most 16 values, with the tables filled once for the
+        run where the model reads no traced value (a discrete-only model), or at every
+        sweep where that takes fewer evaluations of the model than the sweep by
+        ``log pi`` (a mixed model, whose continuous sites move)."""
+        return self._reads_tables
 
     def get_diagnostics_str(self, state: ChromaticGibbsState) -> str:
         return f"acc. prob={float(state.mean_accept_prob):.2f}, {self.num_colours} colours"
@@ -182,30 +190,52 @@ class ChromaticGibbs(ExactSweepKernel):
         # a proven colouring draws exact conditionals where each coordinate's options are its
         # whole support (an ordinal window moves with the value): no MH test there
         whole_supports = not np.any(windowed)
+        self._mh_test = not (structure.exact and whole_supports)
+        position = jax.ShapeDtypeStruct((structure.num_coords,), np.int32)
+        num_candidates = jax.eval_shape(target.neighbourhood.candidates, position).shape[1]
         if whole_supports and structure.num_colours == structure.num_coords:
             # one coordinate per class: its conditional is log pi at each of its options,
             # exact whatever the structure, so the sweep is a systematic scan
             self._mh_test = False
             order = chromatic.class_members(structure)[0][: structure.num_coords]
-            # a pairwise model: its conditionals read from tables of its terms, where they
-            # take fewer evaluations than the scan by log pi
-            supports = target.supports
-            tables = pair_tables(structure, supports.lower, supports.upper)
-            if tables is not None and not tables.cheaper_than_scan:
-                tables = None
-            self._pair_tables = tables
-            self._transition = site_scan.build_kernel(target.neighbourhood, order, tables)
+            log_pi_sweep = site_scan.build_kernel(target.neighbourhood, order)
+            log_pi_evaluations = structure.num_coords * num_candidates
+        else:
+            # proven but with ordinal windows: each coordinate tested on its own (a joint
+            # test of a large class of counts accepts almost never)
+            log_pi_sweep = chromatic.build_kernel(
+                target.neighbourhood,
+                structure,
+                mh_test=self._mh_test,
+                coordinate_test=structure.exact,
+            )
+            # each class: M evaluations for its conditionals, one for its new terms
+            log_pi_evaluations = structure.num_colours * (num_candidates + 1) + 1
+        # a pairwise model with small supports: the conditionals read from tables of its
+        # terms, filled once where the terms read nothing traced (a discrete-only model),
+        # else every sweep where that takes fewer evaluations than the sweep by log pi
+        supports = target.supports
+        layout = pair_tables(structure, supports.lower, supports.upper) if whole_supports else None
+        self._pair_tables = layout
+        if layout is None:
+            self._transition = log_pi_sweep
             return
-        self._pair_tables = None
-        self._mh_test = not (structure.exact and whole_supports)
-        # proven but with ordinal windows: each coordinate tested on its own (a joint test
-        # of a large class of counts accepts almost never)
-        self._transition = chromatic.build_kernel(
-            target.neighbourhood,
-            structure,
-            mh_test=self._mh_test,
-            coordinate_test=structure.exact,
-        )
+        table_kernel = table_sweep.build_kernel(layout, structure)
+        every_sweep = layout.num_states < log_pi_evaluations
+
+        def sweep(
+            rng_key: jax.Array, state: SweepState, log_terms: chromatic.LogTerms
+        ) -> tuple[SweepState, Info]:
+            # decided where the step is traced: whether the terms read a traced value
+            values = table_sweep.constant_sweep_tables(layout, log_terms)
+            if values is None and every_sweep:
+                values = table_sweep.sweep_tables(layout, log_terms)
+            self._reads_tables = values is not None
+            if values is None:
+                return log_pi_sweep(rng_key, state, log_terms)
+            return table_kernel(rng_key, state, table_sweep.SweepTables(values, log_terms))
+
+        self._transition = sweep
 
     def _stuck_advice(self, site: str) -> str:
         if not self._mh_test:

@@ -1,0 +1,208 @@
+"""Chromatic Gibbs read from pair tables (:mod:`~numpyro_discrete.core.pair_tables`): where
+detection proved every term of ``log pi`` to depend on two coordinates at most, a colour
+class's conditionals are sums of its coordinates' table entries at their neighbours'
+current values, so a sweep evaluates no model term. Each coordinate is drawn from its whole
+support (at most :data:`~numpyro_discrete.core.pair_tables.MAX_TABLE_SLOTS` values); the
+colouring is proven valid, so every draw is the class's exact conditional and is taken
+(Gonzalez et al. 2011). With one coordinate per class this is the systematic scan of
+Geman and Geman (1984).
+
+The sweep reads each coordinate's oriented tables
+(:func:`~numpyro_discrete.core.pair_tables.coordinate_tables`), for binary coordinates
+their log-odds: one row of ``S`` entries (one entry) per term of the coordinate. They are
+filled from the terms (``P`` batched evaluations) wherever the terms change between sweeps
+(the continuous sites of a mixed model move), or once, as constants of the program, where
+nothing the terms read is traced (a discrete-only model under ``MCMC``:
+:func:`constant_sweep_tables`). The new ``log pi`` is one evaluation of the terms.
+
+Example: a chain of four binary coordinates, two colour classes.
+
+.. doctest::
+
+    >>> import numpy as np
+    >>> import jax, jax.numpy as jnp
+    >>> from numpyro_discrete.core import chromatic, pair_tables, table_sweep
+    >>> from numpyro_discrete.structure.colouring import term_structure
+    >>> from numpyro_discrete.structure.dependencies import detect_dependencies
+    >>> log_terms = lambda x: jnp.concatenate([1.0 * (x[:-1] == x[1:]), 0.5 * x])
+    >>> x = jnp.zeros(4, jnp.int32)
+    >>> structure = term_structure(detect_dependencies(log_terms, x))
+    >>> layout = pair_tables.pair_tables(structure, np.zeros(4), np.ones(4))
+    >>> tables = table_sweep.SweepTables(table_sweep.sweep_tables(layout, log_terms), log_terms)
+    >>> sweep = jax.jit(lambda key, s: table_sweep.build_kernel(layout, structure)(key, s, tables))
+    >>> state = chromatic.init(x, log_terms)  # the sweeps' state
+    >>> draws = []
+    >>> for key in jax.random.split(jax.random.key(0), 4000):
+    ...     state, info = sweep(key, state)
+    ...     draws.append(state.position)
+    >>> states = np.array([[(s >> k) & 1 for k in range(4)] for s in range(16)])
+    >>> weights = np.exp([float(jnp.sum(log_terms(jnp.asarray(s)))) for s in states])
+    >>> exact = weights @ states / weights.sum()
+    >>> bool(np.allclose(np.mean(draws, 0), exact, atol=0.03))
+    True
+"""
+
+from collections.abc import Callable
+import functools
+import operator
+from typing import Any, NamedTuple
+
+import numpy as np
+
+import jax
+from jax import lax
+import jax.numpy as jnp
+
+from numpyro_discrete.core import noise
+from numpyro_discrete.core.chromatic import MAX_UNROLLED_CLASSES, LogTerms, class_members
+from numpyro_discrete.core.pair_tables import (
+    PairTables,
+    coordinate_others,
+    coordinate_tables,
+    evaluate_pair_tables,
+    slot_log_potentials,
+)
+from numpyro_discrete.core.rows import row_inverse_cdf, row_max
+from numpyro_discrete.core.state import Info, SweepState
+from numpyro_discrete.structure.colouring import TermStructure
+
+__all__ = ["SweepTables", "build_kernel", "class_logits", "constant_sweep_tables", "sweep_tables"]
+
+
+class SweepTables(NamedTuple):
+    """
+    What a sweep by tables reads.
+
+    - **values** - :func:`sweep_tables`: ``(N, 1 + D, S, S)`` oriented tables, or
+      ``(N, 1 + D, 2)`` log-odds where every coordinate has two values at most.
+    - **log_terms** - the terms, evaluated once a sweep for the new ``log pi``.
+    """
+
+    values: jax.Array
+    log_terms: LogTerms
+
+
+def sweep_tables(
+    layout: PairTables, log_terms: LogTerms, states: jax.Array | None = None
+) -> jax.Array:
+    """The :attr:`SweepTables.values` of `log_terms`: each coordinate's oriented tables
+    (:func:`~numpyro_discrete.core.pair_tables.coordinate_tables`); with two slots, the
+    log-odds of slot 1 against slot 0, which halves what a draw reads (``+inf`` or ``-inf``
+    where one of them has probability zero; a table where both have is never read at a
+    state of positive probability). `states`: as in
+    :func:`~numpyro_discrete.core.pair_tables.evaluate_pair_tables`."""
+    tables = evaluate_pair_tables(layout, log_terms, jnp.int32, states)
+    tables = coordinate_tables(layout, tables)
+    if layout.num_slots == 2:
+        return tables[..., 1] - tables[..., 0]
+    return tables
+
+
+def constant_sweep_tables(layout: PairTables, log_terms: LogTerms) -> jax.Array | None:
+    """
+    :func:`sweep_tables` computed now, as concrete values, where nothing `log_terms` reads
+    is traced (a discrete-only model whose arguments numpyro passes as constants): inside
+    the trace of a step they are then constants of the program, filled once per trace
+    instead of once per sweep. ``None`` where the terms read a traced value (a mixed model's
+    continuous sites, ``jit_model_args``).
+    """
+    # the states an argument: XLA would fold a program of constants, slowly
+    states = np.asarray(layout.lower + layout.states, np.int32)
+    # one compiled program, run even inside the trace of a step; where the terms read a
+    # traced value, the call is staged instead (and left unused)
+    with jax.ensure_compile_time_eval():
+        values = jax.jit(lambda states: sweep_tables(layout, log_terms, states))(states)
+    return None if isinstance(values, jax.core.Tracer) else values
+
+
+def class_logits(
+    layout: PairTables, values: jax.Array, x: jax.Array, rows: np.ndarray | jax.Array
+) -> jax.Array:
+    """
+    ``(R, S)``: the conditional of each coordinate of `rows` over its slots at `x`, as
+    logits (``-inf`` beyond its number of values), from :func:`sweep_tables` `values`.
+    Static (numpy) `rows` make every index but the neighbours' slots a constant of the
+    program.
+    """
+    if values.ndim == 4:
+        return slot_log_potentials(layout, values, x, rows)
+    # log-odds: one entry per term, at the term's other coordinate's slot
+    xp = np if isinstance(rows, np.ndarray) else jnp
+    others = xp.asarray(coordinate_others(layout))[rows]
+    num_tables = others.shape[1]
+    slot_other = jnp.clip(x[others] - jnp.asarray(layout.lower)[others], 0, 1)
+    index = (rows[:, None] * num_tables + xp.arange(num_tables)) * 2 + slot_other
+    entries = values.reshape(-1)[index]
+    log_odds = functools.reduce(operator.add, [entries[:, d] for d in range(num_tables)])
+    return jnp.stack([jnp.zeros_like(log_odds), log_odds], axis=1)
+
+
+def build_kernel(
+    layout: PairTables,
+    structure: TermStructure,
+    max_unrolled_classes: int = MAX_UNROLLED_CLASSES,
+) -> Callable[[jax.Array, SweepState, SweepTables], tuple[SweepState, Info]]:
+    """
+    One chromatic sweep by pair tables: ``(rng_key, state, tables) -> (state, info)``, the
+    classes of `structure` in order, each coordinate drawn from its exact conditional over
+    its whole support. ``info.accept_prob`` is 1 (every draw is taken).
+
+    :param layout: the pair tables of `structure`
+        (:func:`~numpyro_discrete.core.pair_tables.pair_tables`), which must exist (the
+        structure proven, every term of two coordinates at most).
+    :param structure: the colouring whose classes are drawn in turn.
+    :param max_unrolled_classes: up to this many classes, each is its own piece of the
+        program with its members (and every index but the neighbours' values) constants;
+        beyond it, one loop over the classes, their members padded to the largest.
+    """
+    order, starts, sizes, width = class_members(structure)
+    num_coords = structure.num_coords
+
+    def draw(values: jax.Array, x: jax.Array, rows: Any, uniforms: jax.Array) -> jax.Array:
+        """New values of the coordinates `rows` (none of which share a term)."""
+        xp = np if isinstance(rows, np.ndarray) else jnp
+        logits = class_logits(layout, values, x, rows)
+        if layout.num_slots == 2:
+            log_odds = logits[:, 1] - logits[:, 0]
+            slot = (uniforms < jax.nn.sigmoid(log_odds)).astype(jnp.int32)
+            keep = jnp.isnan(log_odds)
+        else:
+            top = row_max(logits)
+            slot = row_inverse_cdf(jnp.exp(logits - top[:, None]), uniforms)
+            keep = ~jnp.isfinite(top)
+        # a coordinate none of whose values has positive probability (only where the
+        # current state has none) stays
+        return jnp.where(keep, x[rows], xp.asarray(layout.lower)[rows] + slot).astype(x.dtype)
+
+    def sweep_unrolled(values: jax.Array, x: jax.Array, uniforms: jax.Array) -> jax.Array:
+        for c in range(structure.num_colours):
+            members = order[starts[c] : starts[c] + sizes[c]]
+            new = draw(values, x, members, uniforms[members])
+            x = x.at[members].set(new, indices_are_sorted=True, unique_indices=True)
+        return x
+
+    def sweep_looped(values: jax.Array, x: jax.Array, uniforms: jax.Array) -> jax.Array:
+        def visit(x: jax.Array, c: jax.Array) -> tuple[jax.Array, None]:
+            members = lax.dynamic_slice(jnp.asarray(order), (jnp.asarray(starts)[c],), (width,))
+            members = jnp.where(jnp.arange(width) < jnp.asarray(sizes)[c], members, num_coords)
+            rows = jnp.minimum(members, num_coords - 1)  # padding reads the last coordinate
+            new = draw(values, x, rows, uniforms[rows])
+            return x.at[members].set(new, mode="drop", indices_are_sorted=True), None
+
+        return lax.scan(visit, x, jnp.arange(structure.num_colours))[0]
+
+    sweep = sweep_unrolled if structure.num_colours <= max_unrolled_classes else sweep_looped
+
+    def kernel(
+        rng_key: jax.Array, state: SweepState, tables: SweepTables
+    ) -> tuple[SweepState, Info]:
+        x = state.position
+        # one uniform per coordinate: each is drawn once a sweep, in its own class
+        uniforms = noise.uniform(rng_key, num_coords, jnp.result_type(float))
+        new_x = sweep(tables.values, x, uniforms)
+        log_p = jnp.sum(tables.log_terms(new_x))
+        num_changed = jnp.sum(new_x != x, dtype=jnp.int32)
+        info = Info(jnp.ones((), log_p.dtype), jnp.array(True), num_changed)
+        return SweepState(new_x, log_p), info
+
+    return kernel
