@@ -59,6 +59,7 @@ from numpyro_discrete.core.pair_tables import (
     PairTables,
     coordinate_others,
     coordinate_tables,
+    current_slots,
     evaluate_pair_tables,
     slot_log_potentials,
 )
@@ -106,12 +107,14 @@ def constant_sweep_tables(layout: PairTables, log_terms: LogTerms) -> jax.Array 
     instead of once per sweep. ``None`` where the terms read a traced value (a mixed model's
     continuous sites, ``jit_model_args``).
     """
-    # the states an argument: XLA would fold a program of constants, slowly
+    # the states and the layout's indices arguments: XLA would fold a program of
+    # constants, slowly (a 1000 x 1000 lattice's fill spent seconds folding its indices)
     states = np.asarray(layout.lower + layout.states, np.int32)
     # one compiled program, run even inside the trace of a step; where the terms read a
     # traced value, the call is staged instead (and left unused)
     with jax.ensure_compile_time_eval():
-        values = jax.jit(lambda states: sweep_tables(layout, log_terms, states))(states)
+        fill = jax.jit(lambda layout, states: sweep_tables(layout, log_terms, states))
+        values = fill(layout, states)
     return None if isinstance(values, jax.core.Tracer) else values
 
 
@@ -130,7 +133,7 @@ def class_logits(
     xp = np if isinstance(rows, np.ndarray) else jnp
     others = xp.asarray(coordinate_others(layout))[rows]
     num_tables = others.shape[1]
-    slot_other = jnp.clip(x[others] - jnp.asarray(layout.lower)[others], 0, 1)
+    slot_other = current_slots(layout, x, others)
     index = (rows[:, None] * num_tables + xp.arange(num_tables)) * 2 + slot_other
     entries = values.reshape(-1)[index]
     log_odds = functools.reduce(operator.add, [entries[:, d] for d in range(num_tables)])
