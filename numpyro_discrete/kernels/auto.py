@@ -102,12 +102,16 @@ def choose_discrete_kernel(target: DiscreteTarget, summable: bool = False) -> Ke
         # the kernel's own rule: tables where they take fewer evaluations than the scan
         tables = pair_tables(structure, supports.lower, supports.upper)
         if tables is not None and tables.cheaper_than_scan and tables.num_states <= SWEEP_BUDGET:
+            fill = (
+                f"{tables.num_states} batched evaluations per sweep (at most {SWEEP_BUDGET})"
+                if summable
+                else f"{tables.num_states} batched evaluations once for the run"
+            )
             return KernelChoice(
                 ChromaticGibbs,
                 f"{structure.num_coords} coordinates that all interact, by terms of two "
                 f"coordinates at most: a systematic scan reading its conditionals from pair "
-                f"tables, {tables.num_states} batched evaluations per sweep (at most "
-                f"{SWEEP_BUDGET})",
+                f"tables, {fill}",
             )
     x = np.asarray(supports.lower)
     num_candidates = jax.eval_shape(target.neighbourhood.candidates, x).shape[1]

@@ -16,7 +16,7 @@ from numpyro_discrete.core.neighbourhood import (
     coordinate_neighbourhood,
     ladder_offsets,
 )
-from numpyro_discrete.core.pair_tables import PairTables, pair_tables
+from numpyro_discrete.core.pair_tables import pair_tables
 from numpyro_discrete.core.state import Info, SweepState
 from numpyro_discrete.kernels.exact_sweep import ExactSweepKernel, ExactSweepState
 from numpyro_discrete.model.layout import SiteSupport
@@ -61,6 +61,14 @@ class ChromaticGibbs(ExactSweepKernel):
     that depends on many coordinates at once and is not a sum of their terms (a
     ``logsumexp``, a square of a sum) couples them all; sums (``jnp.sum(...)``, ``.sum()``)
     are split into their summands before detection.
+
+    Where every term depends on two coordinates at most (proven) and every coordinate has
+    at most 16 values, each class's conditionals are read from tables of the terms' values
+    at every pair of values of their coordinates (:mod:`~numpyro_discrete.core.table_sweep`):
+    filled once for the run where the model reads no traced value (a discrete-only model:
+    a sweep then evaluates the model once, for the new ``log pi``), or at every sweep beside
+    continuous sites where that takes fewer evaluations than the sweep by ``log pi``
+    (:attr:`by_pair_tables` says whether the last compiled sweep did).
 
     New values: a binary coordinate is drawn from both values; a categorical one from all
     categories; a bounded ordinal one spanning at most :data:`WHOLE_SUPPORT_SPAN` steps (a
@@ -121,7 +129,6 @@ class ChromaticGibbs(ExactSweepKernel):
     # set by AutoDiscrete when it chose this kernel for a small dense model (one class per
     # coordinate is then the intended systematic-scan Gibbs, not a structure to expose)
     _dense_chosen = False
-    _pair_tables: PairTables | None = None
     _reads_tables = False
 
     def __init__(
@@ -216,7 +223,6 @@ class ChromaticGibbs(ExactSweepKernel):
         # else every sweep where that takes fewer evaluations than the sweep by log pi
         supports = target.supports
         layout = pair_tables(structure, supports.lower, supports.upper) if whole_supports else None
-        self._pair_tables = layout
         if layout is None:
             self._transition = log_pi_sweep
             return
