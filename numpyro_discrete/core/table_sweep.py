@@ -1,7 +1,7 @@
 """Chromatic Gibbs read from pair tables (:mod:`~numpyro_discrete.core.pair_tables`): where
 detection proved every term of ``log pi`` to depend on two coordinates at most, a colour
 class's conditionals are sums of its coordinates' table entries at their neighbours'
-current values, so a sweep evaluates no model term. Each coordinate is drawn from its whole
+current values: gathers, no evaluation of the model. Each coordinate is drawn from its whole
 support (at most :data:`~numpyro_discrete.core.pair_tables.MAX_TABLE_SLOTS` values); the
 colouring is proven valid, so every draw is the class's exact conditional and is taken
 (Gonzalez et al. 2011). With one coordinate per class this is the systematic scan of
