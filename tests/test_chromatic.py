@@ -18,6 +18,7 @@ from numpyro.infer import MCMC, NUTS, Gibbs
 
 from numpyro_discrete import ChromaticGibbs, ChromaticGibbsState, LBPGibbs, SiteSupport
 from numpyro_discrete.core import chromatic, site_scan, table_sweep
+from numpyro_discrete.core import pair_tables as pair_tables_module
 from numpyro_discrete.core.neighbourhood import coordinate_neighbourhood
 from numpyro_discrete.core.pair_tables import (
     coordinate_tables,
@@ -775,3 +776,17 @@ def test_pair_tables_follow_the_continuous_sites_of_a_mixed_model(chain_method):
     samples = mcmc.get_samples(group_by_chain=True)
     assert_mean_within_mcse(np.asarray(samples["x"], np.float64), exact_x)
     assert_mean_within_mcse(np.asarray(samples["mu"], np.float64), exact_mu, what="mu")
+
+
+def test_pair_tables_fill_in_batches(monkeypatch, x64):
+    """Where the states times the terms exceed the fill's batch, the terms are evaluated
+    a few states at a time (``lax.map``): the same tables."""
+    target, _ = _space("pairwise")
+    supports = target.supports
+    layout = pair_tables(target.structure, supports.lower, supports.upper)
+    log_terms = target.log_terms()
+    whole = evaluate_pair_tables(layout, log_terms, jnp.int32)
+    monkeypatch.setattr(pair_tables_module, "FILL_BATCH_ELEMENTS", 2 * layout.state_of.shape[0])
+    batched = evaluate_pair_tables(layout, log_terms, jnp.int32)
+    assert layout.num_states > 2
+    np.testing.assert_allclose(batched, whole, rtol=1e-12)

@@ -47,11 +47,13 @@ from typing import Any, NamedTuple
 import numpy as np
 
 import jax
+from jax import lax
 import jax.numpy as jnp
 
 from numpyro_discrete.structure.colouring import TermStructure
 
 __all__ = [
+    "FILL_BATCH_ELEMENTS",
     "MAX_TABLE_ENTRIES",
     "MAX_TABLE_SLOTS",
     "PairTables",
@@ -68,6 +70,8 @@ __all__ = [
 # constants of the compiled sweep: on 1000 x 1000 lattices (4 times this bound) they halved
 # the sweep but made its compilation 4 to 7 times longer (7 and 12 s against 1.8)
 MAX_TABLE_ENTRIES = 1 << 23
+#: the most term values one batch of the fill evaluates (states x terms)
+FILL_BATCH_ELEMENTS = 1 << 24
 MAX_TABLE_SLOTS = 16
 
 
@@ -244,8 +248,14 @@ def evaluate_pair_tables(
     """
     if states is None:
         states = jnp.asarray(layout.lower + layout.states, dtype)
-    evaluated = jax.vmap(log_terms)(states)  # (P, E)
-    num_terms = evaluated.shape[1]
+    num_states, num_terms = states.shape[0], layout.state_of.shape[0]
+    # at most FILL_BATCH_ELEMENTS values at once: up to 16 values and 20 bits, P reaches
+    # thousands of states
+    batch_size = max(1, FILL_BATCH_ELEMENTS // max(num_terms, 1))
+    if num_states <= batch_size:
+        evaluated = jax.vmap(log_terms)(states)  # (P, E)
+    else:
+        evaluated = lax.map(log_terms, states, batch_size=batch_size)
     tables = evaluated[layout.state_of, np.arange(num_terms)[:, None, None]]
     return jnp.concatenate([tables, jnp.zeros((1,) + tables.shape[1:], tables.dtype)])
 
