@@ -51,6 +51,7 @@ import numpy as np
 
 import jax
 from jax import lax
+import jax.extend.core as jex
 import jax.numpy as jnp
 
 from numpyro_discrete.core import noise
@@ -110,12 +111,22 @@ def constant_sweep_tables(layout: PairTables, log_terms: LogTerms) -> jax.Array 
     # the states and the layout's indices arguments: XLA would fold a program of
     # constants, slowly (a 1000 x 1000 lattice's fill spent seconds folding its indices)
     states = np.asarray(layout.lower + layout.states, np.int32)
-    # one compiled program, run even inside the trace of a step; where the terms read a
-    # traced value, the call is staged instead (and left unused)
+    args = jax.tree.leaves((layout, states))
+    # traced here, apart from its evaluation: under `ensure_compile_time_eval` the model's
+    # operations on its constants would run (and compile) one by one
+    closed = jax.make_jaxpr(lambda layout, states: sweep_tables(layout, log_terms, states))(
+        layout, states
+    )
+    if any(isinstance(c, jax.core.Tracer) for c in closed.consts):
+        return None  # the terms read a traced value
+
+    # one compiled program whose arguments are everything it reads, run even inside the
+    # trace of a step
+    def fill(consts: list, args: list) -> jax.Array:
+        return jex.jaxpr_as_fun(jex.ClosedJaxpr(closed.jaxpr, consts))(*args)[0]
+
     with jax.ensure_compile_time_eval():
-        fill = jax.jit(lambda layout, states: sweep_tables(layout, log_terms, states))
-        values = fill(layout, states)
-    return None if isinstance(values, jax.core.Tracer) else values
+        return jax.jit(fill)(list(closed.consts), args)
 
 
 def class_logits(
