@@ -50,7 +50,7 @@ import jax
 from jax import lax
 import jax.numpy as jnp
 
-from numpyro_discrete.structure.colouring import TermStructure
+from numpyro_discrete.structure.colouring import TermStructure, terms_by_coordinate
 
 __all__ = [
     "FILL_BATCH_ELEMENTS",
@@ -221,15 +221,9 @@ def pair_tables(
 def _terms_by_coord(
     coords: np.ndarray, terms: np.ndarray, num_coords: int, num_terms: int
 ) -> np.ndarray:
-    """``(N, D)`` the `terms` of each coordinate (pairs ``(terms[k], coords[k])``), padded
-    with `num_terms`; ``D >= 1``."""
-    width = max(int(np.bincount(coords, minlength=num_coords).max(initial=0)), 1)
-    by_coord = np.argsort(coords, kind="stable")
-    coords, terms = coords[by_coord], terms[by_coord]
-    rank = np.arange(coords.size) - np.searchsorted(coords, np.arange(num_coords))[coords]
-    table = np.full((num_coords, width), num_terms, np.int32)
-    table[coords, rank] = terms
-    return table
+    """``(N, D)`` the `terms` of each coordinate, padded with `num_terms`; ``D >= 1``."""
+    table = terms_by_coordinate(terms, coords, num_coords, num_terms)[:num_coords]
+    return np.pad(table, ((0, 0), (0, int(table.shape[1] == 0))), constant_values=num_terms)
 
 
 def evaluate_pair_tables(

@@ -198,15 +198,12 @@ class ChromaticGibbs(ExactSweepKernel):
         # whole support (an ordinal window moves with the value): no MH test there
         whole_supports = not np.any(windowed)
         self._mh_test = not (structure.exact and whole_supports)
-        position = jax.ShapeDtypeStruct((structure.num_coords,), np.int32)
-        num_candidates = jax.eval_shape(target.neighbourhood.candidates, position).shape[1]
         if whole_supports and structure.num_colours == structure.num_coords:
             # one coordinate per class: its conditional is log pi at each of its options,
             # exact whatever the structure, so the sweep is a systematic scan
             self._mh_test = False
             order = chromatic.class_members(structure)[0][: structure.num_coords]
             log_pi_sweep = site_scan.build_kernel(target.neighbourhood, order)
-            log_pi_evaluations = structure.num_coords * num_candidates
         else:
             # proven but with ordinal windows: each coordinate tested on its own (a joint
             # test of a large class of counts accepts almost never)
@@ -216,8 +213,6 @@ class ChromaticGibbs(ExactSweepKernel):
                 mh_test=self._mh_test,
                 coordinate_test=structure.exact,
             )
-            # each class: M evaluations for its conditionals, one for its new terms
-            log_pi_evaluations = structure.num_colours * (num_candidates + 1) + 1
         # a pairwise model with small supports: the conditionals read from tables of its
         # terms, filled once where the terms read nothing traced (a discrete-only model),
         # else every sweep where that takes fewer evaluations than the sweep by log pi
@@ -227,7 +222,13 @@ class ChromaticGibbs(ExactSweepKernel):
             self._transition = log_pi_sweep
             return
         table_kernel = table_sweep.build_kernel(layout, structure)
-        every_sweep = layout.num_states < log_pi_evaluations
+        if structure.num_colours == structure.num_coords:
+            every_sweep = layout.cheaper_than_scan  # the rule AutoDiscrete reads
+        else:
+            # each class: M evaluations for its conditionals, one for its new terms
+            position = jax.ShapeDtypeStruct((structure.num_coords,), np.int32)
+            num_candidates = jax.eval_shape(target.neighbourhood.candidates, position).shape[1]
+            every_sweep = layout.num_states < structure.num_colours * (num_candidates + 1) + 1
 
         def sweep(
             rng_key: jax.Array, state: SweepState, log_terms: chromatic.LogTerms

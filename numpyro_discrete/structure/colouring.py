@@ -168,6 +168,16 @@ def coordinate_terms(
     width = int(degree.max()) if degree.size else 0
     if (num_coords + 1) * width > 4 * pair_terms.size + 4096:
         return None
+    return terms_by_coordinate(pair_terms, pair_coords, num_coords, num_terms)
+
+
+def terms_by_coordinate(
+    pair_terms: np.ndarray, pair_coords: np.ndarray, num_coords: int, num_terms: int
+) -> np.ndarray:
+    """The terms of each coordinate as a padded ``(N + 1, D)`` table (padding ``E``, and a
+    last row of padding), whatever its size."""
+    degree = np.bincount(pair_coords, minlength=num_coords)
+    width = int(degree.max()) if degree.size else 0
     order = np.argsort(pair_coords, kind="stable")
     slot = np.arange(pair_coords.size) - np.repeat(np.cumsum(degree) - degree, degree)
     table = np.full((num_coords + 1, width), num_terms, np.int32)
