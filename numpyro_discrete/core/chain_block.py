@@ -25,7 +25,11 @@ hold no NaN); every reduction maps an all ``-inf`` slice to ``-inf``, never to N
   of. Composition of maps is associative: a suffix scan, ``O(L M^2)`` work.
 - ``parallel=False`` runs both recursions as sequential ``lax.scan`` (``O(L M^2)`` work,
   ``O(L)`` depth): the parallel filter holds ``(L / 2) M^3`` numbers at once, too many for
-  large ``M``.
+  large ``M``. The sequential backward pass draws each ``x_i`` by inverting its conditional's
+  distribution function at a uniform drawn beforehand
+  (:func:`backward_sample_from_uniforms`): a caller draws every uniform of a sweep at once,
+  and no random-number generator runs inside the loop (each one is compiled code of its own,
+  and a key split per step costs more than the step's arithmetic).
 
 .. doctest::
 
@@ -44,9 +48,13 @@ import jax
 from jax import lax, random
 import jax.numpy as jnp
 
+from numpyro_discrete.core import noise
+from numpyro_discrete.core.rows import row_inverse_cdf
+
 __all__ = [
     "backward_conditionals",
     "backward_sample",
+    "backward_sample_from_uniforms",
     "chain_log_prob",
     "forward_filter",
     "sample_chain",
@@ -149,31 +157,51 @@ def backward_sample(
     :param bool parallel: compose Gumbel-max maps by an associative scan (``O(log L)``
         depth) or draw one variable at a time; both are exact, with different draws.
     """
+    if not parallel:
+        num_draws = log_alphas.shape[0]
+        uniforms = noise.uniform(rng_key, num_draws, log_alphas.dtype)
+        return backward_sample_from_uniforms(uniforms, log_alphas, pairwise)
     last_key, steps_key = random.split(rng_key)
     num_values = log_alphas.shape[1]
-    noise = random.gumbel(last_key, (num_values,), log_alphas.dtype)
-    last = jnp.argmax(log_alphas[-1] + noise).astype(jnp.int32)
-    if parallel:
-        gumbels = random.gumbel(steps_key, pairwise.shape, log_alphas.dtype)
-        # f_i(v) = argmax_u alpha_i(u) + psi_i(u, v) + g_i(u, v), for every v at once
-        # (a v that nothing can precede gets 0: it is never drawn, so never looked up)
-        maps = jnp.argmax(log_alphas[:-1, :, None] + pairwise + gumbels, axis=1)
-        maps = jnp.concatenate([maps.astype(jnp.int32), jnp.full((1, num_values), last, jnp.int32)])
-        # reverse=True hands fn (suffix f_{i+1} o ... o f_{L-1}, element f_i): the result
-        # f_i o suffix; the last map is constant, so every entry of a composition is x_i
-        suffixes = lax.associative_scan(
-            lambda suffix, f: jnp.take_along_axis(f, suffix, axis=-1), maps, reverse=True
-        )
-        return suffixes[:, 0]
+    noise_last = random.gumbel(last_key, (num_values,), log_alphas.dtype)
+    last = jnp.argmax(log_alphas[-1] + noise_last).astype(jnp.int32)
+    gumbels = random.gumbel(steps_key, pairwise.shape, log_alphas.dtype)
+    # f_i(v) = argmax_u alpha_i(u) + psi_i(u, v) + g_i(u, v), for every v at once
+    # (a v that nothing can precede gets 0: it is never drawn, so never looked up)
+    maps = jnp.argmax(log_alphas[:-1, :, None] + pairwise + gumbels, axis=1)
+    maps = jnp.concatenate([maps.astype(jnp.int32), jnp.full((1, num_values), last, jnp.int32)])
+    # reverse=True hands fn (suffix f_{i+1} o ... o f_{L-1}, element f_i): the result
+    # f_i o suffix; the last map is constant, so every entry of a composition is x_i
+    suffixes = lax.associative_scan(
+        lambda suffix, f: jnp.take_along_axis(f, suffix, axis=-1), maps, reverse=True
+    )
+    return suffixes[:, 0]
+
+
+def backward_sample_from_uniforms(
+    uniforms: jax.Array, log_alphas: jax.Array, pairwise: jax.Array
+) -> jax.Array:
+    """
+    The sequential backward pass of :func:`backward_sample`, ``x_i`` the value where the
+    distribution function of its conditional crosses ``uniforms[i]`` (``(L,)``, uniform on
+    ``[0, 1)``, independent): an exact draw (int32 value indices) that is a deterministic
+    function of the uniforms. A value of probability zero is never drawn; a variable none
+    of whose values is possible (a chain of probability zero) gets an arbitrary one.
+    """
+
+    def draw(logits: jax.Array, uniform: jax.Array) -> jax.Array:
+        probs = jnp.exp(logits - _finite_or_zero(jnp.max(logits)))
+        return row_inverse_cdf(probs, uniform)
+
+    last = draw(log_alphas[-1], uniforms[-1])
 
     def back(following: jax.Array, inputs: tuple) -> tuple:
-        alpha, psi, key = inputs
+        alpha, psi, uniform = inputs
         # x_i ~ softmax_u(alpha_i(u) + psi_i(u, x_{i+1}))
-        state = random.categorical(key, alpha + psi[:, following]).astype(jnp.int32)
+        state = draw(alpha + psi[:, following], uniform)
         return state, state
 
-    keys = random.split(steps_key, pairwise.shape[0])
-    _, states = lax.scan(back, last, (log_alphas[:-1], pairwise, keys), reverse=True)
+    _, states = lax.scan(back, last, (log_alphas[:-1], pairwise, uniforms[:-1]), reverse=True)
     return jnp.concatenate([states, last[None]])
 
 
