@@ -246,7 +246,7 @@ def fhmm_ffbs_gibbs_fn(y: jax.Array, num_chains: int) -> Callable:
     stay, switch = np.log(FHMM_STAY_PROB), np.log1p(-FHMM_STAY_PROB)
     log_trans = jnp.array([[stay, switch], [switch, stay]])
 
-    def draw_chain(key: jax.Array, log_emission: jax.Array) -> jax.Array:
+    def draw_chain(gumbels: jax.Array, log_emission: jax.Array) -> jax.Array:
         def forward(alpha: jax.Array, emission: jax.Array) -> tuple[jax.Array, jax.Array]:
             alpha = jax.nn.logsumexp(alpha[:, None] + log_trans, axis=0) + emission
             alpha = alpha - jax.nn.logsumexp(alpha)
@@ -256,15 +256,14 @@ def fhmm_ffbs_gibbs_fn(y: jax.Array, num_chains: int) -> Callable:
         first = first - jax.nn.logsumexp(first)
         _, alphas = lax.scan(forward, first, log_emission[1:])
         alphas = jnp.concatenate([first[None], alphas])
-        keys = random.split(key, alphas.shape[0])
-        last = random.categorical(keys[-1], alphas[-1])
+        last = jnp.argmax(alphas[-1] + gumbels[-1])
 
         def backward(following: jax.Array, inputs: tuple) -> tuple[jax.Array, jax.Array]:
-            alpha, k = inputs
-            state = random.categorical(k, alpha + log_trans[:, following])
+            alpha, noise = inputs
+            state = jnp.argmax(alpha + log_trans[:, following] + noise)
             return state, state
 
-        _, states = lax.scan(backward, last, (alphas[:-1], keys[:-1]), reverse=True)
+        _, states = lax.scan(backward, last, (alphas[:-1], gumbels[:-1]), reverse=True)
         return jnp.concatenate([states, last[None]])
 
     def gibbs_fn(rng_key: jax.Array, gibbs_sites: dict, hmc_sites: dict) -> dict:
@@ -272,13 +271,18 @@ def fhmm_ffbs_gibbs_fn(y: jax.Array, num_chains: int) -> Callable:
         x = gibbs_sites["x"]
 
         def one_chain(x: jax.Array, inputs: tuple) -> tuple[jax.Array, None]:
-            k, key = inputs
+            k, gumbels = inputs
             others = x.astype(w.dtype) @ w - x[:, k].astype(w.dtype) * w[k] + b
             means = others[:, None] + jnp.array([0.0, 1.0]) * w[k]
             log_emission = jax.scipy.stats.norm.logpdf(y[:, None], means, sigma)
-            return x.at[:, k].set(draw_chain(key, log_emission).astype(x.dtype)), None
+            return x.at[:, k].set(draw_chain(gumbels, log_emission).astype(x.dtype)), None
 
-        x, _ = lax.scan(one_chain, x, (jnp.arange(num_chains), random.split(rng_key, num_chains)))
+        # the Gumbel noise of every backward draw of the sweep in one batch: a key split and
+        # a generator call per step cost more than the step's arithmetic (a sequential
+        # sampler of three binary chains of 200 took 0.26 ms so, 0.02 ms with the noise drawn
+        # beforehand)
+        gumbels = random.gumbel(rng_key, (num_chains, *x.shape[:1], 2), w.dtype)
+        x, _ = lax.scan(one_chain, x, (jnp.arange(num_chains), gumbels))
         return {"x": x}
 
     return gibbs_fn

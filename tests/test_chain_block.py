@@ -8,6 +8,8 @@ with invalid values and pairs:
   associative scan, and the sequential scan) pass a chi-square test against it;
 - a chain of probability zero gives ``-inf``, never NaN;
 - on a chain of 2000 variables both filters agree with a plain recursion, in 64 and 32 bits;
+- where the sequential recursions' products underflow in probability space (potentials in
+  conflict by hundreds of nats), the log-space ones keep the draws exact;
 - under ``vmap`` (a class of blocks) and ``jit`` the draws are those of one chain at a time.
 """
 
@@ -225,3 +227,27 @@ def test_vmap_over_chains_equals_one_at_a_time(parallel):
         np.testing.assert_allclose(log_probs[b], one_log_prob, rtol=1e-6)
         np.testing.assert_allclose(log_alphas[b], one_alphas, rtol=1e-6)
         np.testing.assert_allclose(log_z[b], one_z, rtol=1e-6)
+
+
+def test_sequential_recursions_are_exact_where_scaled_products_underflow():
+    # potentials that conflict by hundreds of nats: x_1 = 1 is all but certain, and reached
+    # from x_0 only through a value or a pair penalised by 100 nats (x_0 is then 0 or 1 with
+    # probability 1/2 each). In 32 bits the recursions in probability space underflow to
+    # zero, forward and backward, and those in log space take over.
+    unary = np.array([[-100.0, 0.0], [0.0, 200.0], [0.0, 0.0], [3.0, -150.0]], np.float32)
+    pairwise = np.array([[[0.0, 0.0], [0.0, -100.0]]] * 3, np.float32)
+    assert not chain_block._forward_scaled(jnp.asarray(unary), jnp.asarray(pairwise))[2]
+    states, log_p = enumerate_chain(unary.astype(np.float64), pairwise.astype(np.float64))
+    log_z = np.logaddexp.reduce(log_p)
+    probs = np.exp(log_p - log_z)
+    log_alphas, got_z = jax.jit(partial(chain_block.forward_filter, parallel=False))(
+        unary, pairwise
+    )
+    assert np.isfinite(np.asarray(log_alphas)[np.asarray(log_alphas) > -np.inf]).all()
+    np.testing.assert_allclose(float(got_z), log_z, rtol=1e-6)
+    sample = jax.vmap(partial(chain_block.sample_chain, parallel=False), (0, None, None))
+    draws, draw_log_probs = jax.jit(sample)(random.split(random.key(0), NUM_DRAWS), unary, pairwise)
+    index = np.asarray(draws) @ 2 ** np.arange(3, -1, -1)
+    np.testing.assert_allclose(np.asarray(draw_log_probs), log_p[index] - log_z, atol=1e-4)
+    assert 0.45 < np.mean(np.asarray(draws)[:, 0]) < 0.55
+    assert chi_square_pvalue(np.bincount(index, minlength=len(states)), probs) > 1e-4

@@ -17,6 +17,7 @@ evaluated once per sweep.
 """
 
 from collections.abc import Callable
+from functools import partial
 from typing import NamedTuple
 
 import numpy as np
@@ -234,16 +235,24 @@ def build_kernel(
         uniforms = noise.uniform(rng_key, num_draws + num_classes, jnp.result_type(float))
         return uniforms[:num_draws].reshape(num_classes, num_blocks, length), uniforms[num_draws:]
 
-    def draw(block_noise: jax.Array, phi: jax.Array, psi: jax.Array) -> tuple:
-        """One block's exact draw (value indices) and its log-normaliser."""
-        log_alphas, log_z = forward_filter(phi, psi, parallel=parallel)
+    def draw(class_noise: jax.Array, phi: jax.Array, psi: jax.Array) -> tuple:
+        """The exact draws (value indices) of a class's blocks and their log-normalisers."""
         if parallel:
-            return backward_sample(block_noise, log_alphas, psi, parallel=True), log_z
-        return backward_sample_from_uniforms(block_noise, log_alphas, psi), log_z
+
+            def draw_block(key: jax.Array, phi: jax.Array, psi: jax.Array) -> tuple:
+                log_alphas, log_z = forward_filter(phi, psi, parallel=True)
+                return backward_sample(key, log_alphas, psi, parallel=True), log_z
+
+            return jax.vmap(draw_block)(class_noise, phi, psi)
+        # the sequential recursions take the class's blocks as one batch
+        log_alphas, log_z = forward_filter(phi, psi, parallel=False)
+        return backward_sample_from_uniforms(class_noise, log_alphas, psi), log_z
 
     def log_prob(index: jax.Array, phi: jax.Array, psi: jax.Array) -> jax.Array:
-        log_z = forward_filter(phi, psi, parallel=parallel)[1]
-        return chain_log_prob(index, phi, psi, log_z)
+        """The log-probabilities of a class's blocks at `index` (value indices)."""
+        filtered = partial(forward_filter, parallel=parallel)
+        log_z = (jax.vmap(filtered) if parallel else filtered)(phi, psi)[1]
+        return jax.vmap(chain_log_prob)(index, phi, psi, log_z)
 
     def drawn(
         log_terms: LogTerms,
@@ -257,7 +266,7 @@ def build_kernel(
         coords = jnp.asarray(plan.coords)[c]
         lower = jnp.asarray(plan.lower)[coords]
         phi, psi = class_potentials(log_terms, plan, c, x, terms_x)
-        index, log_z = jax.vmap(draw)(class_noise, phi, psi)
+        index, log_z = draw(class_noise, phi, psi)
         y = x.at[coords].set((lower + index).astype(x.dtype), mode="drop")
         return y, index, (phi, psi), log_z
 
@@ -284,7 +293,7 @@ def build_kernel(
         phi_y, psi_y = class_potentials(log_terms, plan, c, y, terms_y)
         x_index = jnp.take(x, coords, mode="fill", fill_value=0) - lower
         x_index = jnp.where(coords < x.shape[0], x_index, 0)
-        log_q_reverse = jax.vmap(log_prob)(x_index, phi_y, psi_y)
+        log_q_reverse = log_prob(x_index, phi_y, psi_y)
         log_accept = log_p_y - log_p + jnp.sum(log_q_reverse) - jnp.sum(log_q_forward)
         (x_new, terms_new, log_p_new), accept_prob, accepted = mh_accept(
             None,
