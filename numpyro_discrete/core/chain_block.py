@@ -27,14 +27,14 @@ hold no NaN); every reduction maps an all ``-inf`` slice to ``-inf``, never to N
   ``O(L)`` depth): the parallel filter holds ``(L / 2) M^3`` numbers at once, too many for
   large ``M``. They run in probability space, each ``alpha_i`` rescaled to sum 1 (Rabiner
   1989), a few multiplications per step where log space takes exponentials and logarithms
-  (8 times faster on a CPU), and again in log space for a batch in which one total fell
-  below :func:`_underflow_floor` (potentials that conflict by more than about 60 nats in 32
-  bits; a chain of probability zero). They take a batch of chains on leading axes (the
-  blocks of a class), one loop for all. The backward pass draws each ``x_i`` by inverting
-  its conditional's distribution function at a uniform drawn beforehand
-  (:func:`backward_sample_from_uniforms`): a caller draws every uniform of a sweep at once,
-  and no random-number generator runs inside the loop (a key split and a draw per step cost
-  more than the step's arithmetic).
+  (on a CPU, a binary chain of 1000 is filtered in 0.042 ms against 0.16 ms), and again in
+  log space for a batch in which one total fell below :func:`_underflow_floor` (potentials
+  that conflict by more than about 60 nats in 32 bits; a chain of probability zero). They
+  take a batch of chains on leading axes (the blocks of a class), one loop for all. The
+  backward pass draws each ``x_i`` by inverting its conditional's distribution function at
+  a uniform drawn beforehand (:func:`backward_sample_from_uniforms`): a caller draws every
+  uniform of a sweep at once, and no random-number generator runs inside the loop (a key
+  split and a draw per step cost more than the step's arithmetic).
 
 .. doctest::
 
@@ -151,7 +151,7 @@ def _scaled_kernels(unary: jax.Array, pairwise: jax.Array) -> tuple:
 def _forward_scaled(unary: jax.Array, pairwise: jax.Array) -> tuple:
     """The sequential filter of a batch of chains (leading axes) in probability space,
     each ``alpha_i`` rescaled to sum 1 (Rabiner 1989, "scaling"): one small matrix-vector
-    product per step, no exponential or logarithm inside the loop (8 times faster than in
+    product per step, no exponential or logarithm inside the loop (4 times faster than in
     log space on a CPU). Also whether each chain's totals stayed above
     :func:`_underflow_floor`: where not, the result may have lost a value to underflow."""
     first_top = _finite_or_zero(jnp.max(unary[..., 0, :], axis=-1))
