@@ -125,7 +125,9 @@ def test_each_block_draws_its_exact_conditional(model, x64):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("parallel", "mh_test"), [(False, False), (True, False), (False, True)])
+@pytest.mark.parametrize(
+    ("parallel", "mh_test"), [(False, False), (True, False), (False, True), (True, True)]
+)
 def test_compiled_sample_follows_the_exact_sweep(parallel, mh_test, x64, monkeypatch):
     """Chi-square of one compiled ``kernel.sample`` from every state against the product of
     the class matrices, with sequential and with associative-scan filtering and sampling
