@@ -251,3 +251,37 @@ def test_sequential_recursions_are_exact_where_scaled_products_underflow():
     np.testing.assert_allclose(np.asarray(draw_log_probs), log_p[index] - log_z, atol=1e-4)
     assert 0.45 < np.mean(np.asarray(draws)[:, 0]) < 0.55
     assert chi_square_pvalue(np.bincount(index, minlength=len(states)), probs) > 1e-4
+
+
+def test_vectorized_chains_fall_back_to_log_space_each_on_its_own():
+    # under `vmap` (vectorized chains) a batch mixes a chain whose scaled products underflow
+    # with an ordinary one: each gets what it gets alone, bit for bit, and the ordinary one
+    # keeps its probability-space results (the fallback runs for the batch, selected per
+    # chain)
+    conflicting = (
+        np.array([[-100.0, 0.0], [0.0, 200.0], [0.0, 0.0], [3.0, -150.0]], np.float32),
+        np.array([[[0.0, 0.0], [0.0, -100.0]]] * 3, np.float32),
+    )
+    rng = np.random.default_rng(0)
+    ordinary = (
+        rng.normal(size=(4, 2)).astype(np.float32),
+        rng.normal(size=(3, 2, 2)).astype(np.float32),
+    )
+    uniforms = jnp.asarray(rng.uniform(size=(2, 4)), jnp.float32)
+
+    def filter_and_draw(unary: jax.Array, pairwise: jax.Array, uniforms: jax.Array) -> tuple:
+        log_alphas, log_z = chain_block.forward_filter(unary, pairwise, parallel=False)
+        draw = chain_block.backward_sample_from_uniforms(uniforms, log_alphas, pairwise)
+        return log_alphas, log_z, draw
+
+    one_at_a_time = jax.jit(filter_and_draw)
+    batched = jax.jit(jax.vmap(filter_and_draw))(
+        *(jnp.stack([a, b]) for a, b in zip(conflicting, ordinary, strict=True)), uniforms
+    )
+    for chain, (unary, pairwise) in enumerate((conflicting, ordinary)):
+        alone = one_at_a_time(unary, pairwise, uniforms[chain])
+        for got, expected in zip(batched, alone, strict=True):
+            np.testing.assert_array_equal(np.asarray(got[chain]), np.asarray(expected))
+    scaled = chain_block._forward_scaled(*(jnp.asarray(a) for a in ordinary))
+    assert scaled[2]
+    np.testing.assert_array_equal(np.asarray(batched[1][1]), np.asarray(scaled[1]))
