@@ -28,7 +28,10 @@ Cases:
   ``LBPGibbs(NUTS(model))`` (``"LBPGibbs(NUTS) default"``: the discrete kernel chosen from
   the structure), beside numpyro's ``DiscreteHMCGibbs(NUTS(model))``: one **first**
   subprocess each, a first run of ``--gallery-steps`` warmup steps and as many draws
-  (500; ``--quick`` 50), timed as the runs subprocess's first run.
+  (500; ``--quick`` 50), timed as the runs subprocess's first run; and, as the floor no
+  discrete kernel can go below, ``NUTS`` alone on the model conditioned on its discrete
+  sites (``"NUTS(x known)"``, at the values LBPGibbs's chains start from: drawn given
+  NUTS's starting point), which numpyro starts op by op.
 
 Subprocesses of each (case, sampler), ``W``/``S`` = ``--num-warmup``/``--num-samples``
 (1000/1000; ``--quick`` 100/100), one chain, ``jax.random.key(0)``:
@@ -130,6 +133,7 @@ from numpyro.infer.mcmc import MCMCKernel
 
 from numpyro_discrete import ACS, ALBP, ChromaticGibbs, LBPGibbs
 from numpyro_discrete.gallery import GALLERY
+from numpyro_discrete.model.sites import model_sites
 
 from benchmarks.measurement import (
     RESULTS_DIR,
@@ -249,7 +253,7 @@ def row_specs(cases: Sequence[str], samplers: Sequence[str], quick: bool) -> lis
     specs += [
         RowSpec("gallery", sampler, name, ("first",))
         for name in (GALLERY_MODELS[:1] if quick else GALLERY_MODELS)
-        for sampler in (LBP_GIBBS_DEFAULT, DHMC_GIBBS)
+        for sampler in (LBP_GIBBS_DEFAULT, DHMC_GIBBS, NUTS_KNOWN)
     ]
     return [s for s in specs if s.case in cases and s.sampler in samplers]
 
@@ -321,7 +325,15 @@ def build_model(spec: dict[str, Any]) -> tuple[Callable, tuple, float]:
     model with its example-size data (seed 0)."""
     if spec["case"] == "gallery":
         data = GALLERY[spec["form"]].simulate(0, "example")
-        return partial(GALLERY[spec["form"]].model, **data.kwargs), data.args, 0.0
+        model = partial(GALLERY[spec["form"]].model, **data.kwargs)
+        if spec["sampler"] == NUTS_KNOWN:
+            # the discrete sites where LBPGibbs's chains start them (drawn given NUTS's
+            # starting point), read before the timed run
+            sites = model_sites(model, jax.random.key(0), data.args, {})
+            model = numpyro.handlers.condition(
+                model, {name: sites.trace[name]["value"] for name in sites.discrete}
+            )
+        return model, data.args, 0.0
     if spec["case"] == "fhmm-demo":
         start = time.perf_counter()
         example = load_example(FHMM_EXAMPLE)

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from numpyro.handlers import seed, trace
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -91,6 +93,29 @@ def test_bench_compile_gallery_checks(monkeypatch):
     assert ratio["value"] == 0.6 and not ratio["met"]
     assert checks[f"{bench.LBP_GIBBS_DEFAULT} gallery-hmm: first run s"]["met"]
     assert [c["met"] for c in checks.values()] == [True, True, False, False, True]
+
+
+def test_bench_compile_gallery_floor_fixes_every_discrete_site(monkeypatch):
+    """The gallery's `NUTS(x known)` row: NUTS alone on the model with every discrete site
+    conditioned (the floor of a first run), beside the two samplers of each model."""
+    bench = _bench(monkeypatch)
+    specs = bench.row_specs(["gallery"], bench.SAMPLERS, quick=True)
+    assert [s.sampler for s in specs] == [
+        bench.LBP_GIBBS_DEFAULT,
+        bench.DHMC_GIBBS,
+        bench.NUTS_KNOWN,
+    ]
+    model, args, _ = bench.build_model(
+        {"case": "gallery", "form": "mixture", "sampler": bench.NUTS_KNOWN}
+    )
+    model_trace = trace(seed(model, 0)).get_trace(*args)
+    latent = {
+        name
+        for name, site in model_trace.items()
+        if site["type"] == "sample" and not site["is_observed"]
+    }
+    assert latent == {"weights", "locs", "sigma"}
+    assert model_trace["z"]["is_observed"] and model_trace["z"]["value"].shape == (300,)
 
 
 class _ScriptedMCMC:
