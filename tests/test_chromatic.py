@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpyro
 import numpyro.distributions as dist
 from numpyro.infer import MCMC, NUTS, Gibbs
+from numpyro.infer.util import log_density
 
 from numpyro_discrete import ChromaticGibbs, ChromaticGibbsState, LBPGibbs, SiteSupport
 from numpyro_discrete.core import chromatic, site_scan, table_sweep
@@ -373,6 +374,68 @@ def test_pair_tables_only_where_every_term_has_two_coordinates_at_most():
     MCMC(mixed, num_warmup=5, num_samples=5, progress_bar=False).run(random.key(0), 1.0)
     discrete = mixed.discrete_kernel
     assert discrete.num_colours == 4 and not discrete.by_pair_tables
+
+
+@pytest.mark.parametrize(
+    "chain_method",
+    ["sequential", "vectorized", pytest.param("parallel", marks=pytest.mark.slow)],
+)
+@pytest.mark.parametrize("model_name", ["binary lattice", "categorical chain"])
+def test_table_sweep_carries_log_pi_forward_exactly(model_name, chain_method, x64):
+    """The sweep by tables carries ``log pi`` forward by its draws' changes and evaluates it
+    from the terms every ``EXACT_LOG_DENSITY_EVERY`` sweeps: after every sweep (carried or
+    evaluated), the state's potential energy is ``-log pi`` of its draw, as numpyro computes
+    it, on binary coordinates (log-odds) and on categorical ones (tables of 3 slots)."""
+    model = lattice_model if model_name == "binary lattice" else categorical_chain_model
+    kernel = ChromaticGibbs(model)
+    mcmc = MCMC(
+        kernel,
+        num_warmup=5,
+        num_samples=2 * table_sweep.EXACT_LOG_DENSITY_EVERY + 7,
+        num_chains=2,
+        chain_method=chain_method,
+        progress_bar=False,
+    )
+    mcmc.run(random.key(3), extra_fields=("potential_energy", "num_changed"))
+    assert kernel.by_pair_tables
+    draws = mcmc.get_samples()
+    energies = np.asarray(mcmc.get_extra_fields()["potential_energy"])
+    exact = np.array(
+        [
+            float(log_density(model, (), {}, {k: v[i] for k, v in draws.items()})[0])
+            for i in range(energies.shape[0])
+        ]
+    )
+    assert np.asarray(mcmc.get_extra_fields()["num_changed"]).sum() > 20
+    np.testing.assert_allclose(-energies, exact, rtol=0, atol=1e-10)
+
+
+def test_table_sweep_evaluates_log_pi_where_the_carried_one_is_not_finite(x64):
+    """From a state of probability zero (``log pi = -inf``, which ``init`` refuses but the
+    core sweep accepts), the carried value is not finite: the sweep evaluates the new
+    ``log pi`` from the terms, even where the caller did not ask for it."""
+
+    def forbidding(z):  # a chain of three binary values, no two neighbours both off
+        x = z["x"]
+        both_off = (x[:-1] == 0) & (x[1:] == 0)
+        return -jnp.where(both_off, -jnp.inf, 0.4 * x[:-1] + 0.7 * x[:-1] * x[1:])
+
+    target = DiscreteTarget.from_potential(forbidding, {"x": jnp.ones(3, jnp.int32)})
+    supports = target.supports
+    layout = pair_tables(target.structure, supports.lower, supports.upper)
+    log_terms = target.log_terms()
+    kernel = table_sweep.build_kernel(layout, target.structure)
+    values = table_sweep.sweep_tables(layout, log_terms)
+    sweep = jax.jit(
+        lambda key, state: kernel(key, state, table_sweep.SweepTables(values, log_terms, False))
+    )
+    state = chromatic.init(jnp.zeros(3, jnp.int32), log_terms)
+    assert np.isneginf(float(state.log_density))
+    for key in random.split(random.key(0), 5):
+        state, _ = sweep(key, state)
+        expected = float(jnp.sum(log_terms(state.position)))
+        assert np.isfinite(expected)
+        np.testing.assert_allclose(float(state.log_density), expected, atol=1e-12)
 
 
 def test_site_scan_leaves_a_state_of_probability_zero(x64):

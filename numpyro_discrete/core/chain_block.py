@@ -50,7 +50,6 @@ hold no NaN); every reduction maps an all ``-inf`` slice to ``-inf``, never to N
 """
 
 from collections.abc import Callable
-from typing import Any
 
 import jax
 from jax import lax, random
@@ -58,6 +57,7 @@ import jax.numpy as jnp
 
 from numpyro_discrete.core import noise
 from numpyro_discrete.core.rows import row_inverse_cdf, row_sum
+from numpyro_discrete.core.state import recompute_where
 
 __all__ = [
     "backward_conditionals",
@@ -143,25 +143,6 @@ def _underflow_floor(dtype: jnp.dtype) -> float:
     return float(jnp.finfo(dtype).tiny) * 2.0**40
 
 
-def _unless_accurate(
-    accurate: jax.Array, result: Any, exact: Callable[..., Any], *inputs: jax.Array
-) -> Any:
-    """`result`, or ``exact(*inputs)`` where not `accurate`: a loop of at most one
-    iteration, not a ``lax.cond``. Under ``vmap`` (vectorized chains) a ``cond`` with a
-    batched predicate becomes a ``select`` that runs both branches, the log-space
-    recursions at every step of every chain; a ``while_loop`` runs its body only while some
-    chain of the batch needs it, and keeps the others' results. The inputs pass through an
-    optimisation barrier with the loop's flag, so that XLA cannot hoist the body (which
-    would otherwise read only values the loop does not change) out of the loop."""
-
-    def fall_back(carry: tuple) -> tuple:
-        done, _, inputs = carry
-        done, inputs = lax.optimization_barrier((done, inputs))
-        return ~done, exact(*inputs), inputs
-
-    return lax.while_loop(lambda carry: ~carry[0], fall_back, (accurate, result, inputs))[1]
-
-
 def _scaled_kernels(unary: jax.Array, pairwise: jax.Array) -> tuple:
     """``exp(K_i - max K_i)`` of ``K_i(u, v) = psi_i(u, v) + phi_{i+1}(v)``, and the shifts."""
     kernels, shifts = _shifted(pairwise + unary[..., 1:, None, :])
@@ -219,8 +200,9 @@ def forward_filter(
     if parallel:
         return _forward_parallel(unary, pairwise)
     log_alphas, log_z, accurate = _forward_scaled(unary, pairwise)
-    return _unless_accurate(
-        jnp.all(accurate),
+    # (a loop rather than a cond: under vmap a cond would run both passes at every step)
+    return recompute_where(
+        ~jnp.all(accurate),
         (log_alphas, log_z),
         _batched(_forward_log, unary.ndim - 2),
         unary,
@@ -298,8 +280,8 @@ def backward_sample_from_uniforms(
     _, (states, totals) = lax.scan(back, last, _time_major(inputs), reverse=True)
     scaled = jnp.concatenate([jnp.moveaxis(states, 0, -1), last[..., None]], axis=-1)
     accurate = jnp.all(totals >= _underflow_floor(alphas.dtype))
-    return _unless_accurate(
-        accurate,
+    return recompute_where(
+        ~accurate,
         scaled,
         _batched(_backward_log, log_alphas.ndim - 2),
         uniforms,

@@ -1,6 +1,7 @@
 """What every proposal of the core shares: the chain state (with its cached local ratios for
 the proposals that use them), the step's info, and the Metropolis-Hastings accept step."""
 
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
@@ -9,7 +10,7 @@ import jax.numpy as jnp
 
 from numpyro_discrete.core.local_ratios import LocalFn
 
-__all__ = ["Info", "State", "SweepState", "init", "mh_accept", "select"]
+__all__ = ["Info", "State", "SweepState", "init", "mh_accept", "recompute_where", "select"]
 
 
 class State(NamedTuple):
@@ -60,6 +61,25 @@ def select(pred: jax.Array, on_true: Any, on_false: Any) -> Any:
     adaptation's scalars and schedules, where a conditional would cost more than it saves.
     The accept step of a whole chain state uses a conditional instead (:func:`mh_accept`)."""
     return jax.tree.map(lambda a, b: jnp.where(pred, a, b), on_true, on_false)
+
+
+def recompute_where(
+    needed: jax.Array, value: Any, recompute: Callable[..., Any], *inputs: jax.Array
+) -> Any:
+    """`value`, or ``recompute(*inputs)`` where `needed` (a scalar bool): a fallback or a
+    refresh that a step rarely takes. A loop of at most one iteration rather than a
+    ``lax.cond``: under ``vmap`` (vectorized chains) a ``cond`` whose predicate differs
+    between chains becomes a ``select`` that computes both branches at every step, where a
+    ``while_loop`` runs its body only while some chain of the batch needs it, and keeps the
+    others' values. The inputs pass through an optimisation barrier with the loop's flag,
+    so that XLA cannot hoist the body (which reads no value the loop changes) out of it."""
+
+    def once(carry: tuple) -> tuple:
+        pending, _, inputs = carry
+        pending, inputs = lax.optimization_barrier((pending, inputs))
+        return ~pending, recompute(*inputs), inputs
+
+    return lax.while_loop(lambda carry: carry[0], once, (needed, value, inputs))[1]
 
 
 def mh_accept(

@@ -143,7 +143,10 @@ class BlockGibbs(ExactSweepKernel):
         plan = block_gibbs.block_plan(found, target.structure, layout.coordinate_supports())
         # the draws are exact conditionals where the structure is proven: no MH test
         self._mh_test = not target.structure.exact
-        self._transition = block_gibbs.build_kernel(plan, mh_test=self._mh_test)
+        sweep = block_gibbs.build_kernel(plan, mh_test=self._mh_test)
+        self._transition = lambda rng_key, position, log_terms, step: sweep(
+            rng_key, position, log_terms
+        )
 
     def _stuck_advice(self, site: str) -> str:
         return "Its draws are exact conditionals: try a longer run."

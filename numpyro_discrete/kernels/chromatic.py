@@ -219,7 +219,9 @@ class ChromaticGibbs(ExactSweepKernel):
         supports = target.supports
         layout = pair_tables(structure, supports.lower, supports.upper) if whole_supports else None
         if layout is None:
-            self._transition = log_pi_sweep
+            self._transition = lambda rng_key, state, log_terms, step: log_pi_sweep(
+                rng_key, state, log_terms
+            )
             return
         table_kernel = table_sweep.build_kernel(layout, structure)
         if structure.num_colours == structure.num_coords:
@@ -231,7 +233,7 @@ class ChromaticGibbs(ExactSweepKernel):
             every_sweep = layout.num_states < structure.num_colours * (num_candidates + 1) + 1
 
         def sweep(
-            rng_key: jax.Array, state: SweepState, log_terms: chromatic.LogTerms
+            rng_key: jax.Array, state: SweepState, log_terms: chromatic.LogTerms, step: jax.Array
         ) -> tuple[SweepState, Info]:
             # decided where the step is traced: whether the terms read a traced value
             values = table_sweep.constant_sweep_tables(layout, log_terms)
@@ -240,7 +242,8 @@ class ChromaticGibbs(ExactSweepKernel):
             self._reads_tables = values is not None
             if values is None:
                 return log_pi_sweep(rng_key, state, log_terms)
-            return table_kernel(rng_key, state, table_sweep.SweepTables(values, log_terms))
+            exact = step % table_sweep.EXACT_LOG_DENSITY_EVERY == 0
+            return table_kernel(rng_key, state, table_sweep.SweepTables(values, log_terms, exact))
 
         self._transition = sweep
 

@@ -155,7 +155,7 @@ class CollapsedDraw(ExactSweepKernel):
         self._warned_truncation = False
 
         def transition(
-            rng_key: jax.Array, state: SweepState, log_terms: Callable
+            rng_key: jax.Array, state: SweepState, log_terms: Callable, step: jax.Array
         ) -> tuple[SweepState, Info]:
             free, s = collapse.log_potentials(log_terms, table)
             x, log_p, top = collapse.draw(rng_key, table, s)
@@ -172,7 +172,7 @@ class CollapsedDraw(ExactSweepKernel):
         self, state: CollapsedDrawState, position: SweepState, log_terms: Callable
     ) -> CollapsedDrawState:
         key_next, key_step = random.split(state.rng_key)
-        new, (info, top) = self._transition(key_step, position, log_terms)
+        new, (info, top) = self._transition(key_step, position, log_terms, state.i)
         state = self.state_type(**self._step_fields(state, new, info, key_next))
         if self._check_in_sample and np.any(self._table.truncated):
             state = self._check_truncation(state, top)

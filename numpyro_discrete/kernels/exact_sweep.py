@@ -46,7 +46,9 @@ class ExactSweepState(NamedTuple):
 
 class ExactSweepKernel(DiscreteKernel):
     """Base of the sweep kernels; their state is :attr:`state_type`, an
-    :class:`ExactSweepState`."""
+    :class:`ExactSweepState`. A subclass sets its sweep, ``self._transition(rng_key,
+    position, log_terms, step) -> (position, info)``, at ``_setup`` (``step``: the sweeps
+    done, the state's ``i``)."""
 
     state_type: type[ExactSweepState] = ExactSweepState
     core_state_type = SweepState
@@ -76,5 +78,5 @@ class ExactSweepKernel(DiscreteKernel):
         self, state: ExactSweepState, position: SweepState, log_terms: Callable
     ) -> ExactSweepState:
         key_next, key_step = random.split(state.rng_key)
-        new, info = self._transition(key_step, position, log_terms)
+        new, info = self._transition(key_step, position, log_terms, state.i)
         return self.state_type(**self._step_fields(state, new, info, key_next))
