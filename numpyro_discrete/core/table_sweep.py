@@ -13,7 +13,9 @@ their log-odds: one row of ``S`` entries (one entry) per term of the coordinate.
 filled from the terms (``P`` batched evaluations) wherever the terms change between sweeps
 (the continuous sites of a mixed model move), or once, as constants of the program, where
 nothing the terms read is traced (a discrete-only model under ``MCMC``:
-:func:`constant_sweep_tables`). The new ``log pi`` is one evaluation of the terms.
+:func:`constant_sweep_tables`). The new ``log pi`` is carried forward by the draws'
+changes, read from the same logits, and evaluated from the terms every
+:data:`EXACT_LOG_DENSITY_EVERY` sweeps.
 
 Example: a chain of four binary coordinates, two colour classes.
 

@@ -66,7 +66,8 @@ class ChromaticGibbs(ExactSweepKernel):
     at most 16 values, each class's conditionals are read from tables of the terms' values
     at every pair of values of their coordinates (:mod:`~numpyro_discrete.core.table_sweep`):
     filled once for the run where the model reads no traced value (a discrete-only model:
-    a sweep then evaluates the model once, for the new ``log pi``), or at every sweep beside
+    a sweep then carries ``log pi`` forward by its draws' changes, and evaluates the model
+    every 16 sweeps), or at every sweep beside
     continuous sites where that takes fewer evaluations than the sweep by ``log pi``
     (:attr:`by_pair_tables` says whether the last compiled sweep did).
 
