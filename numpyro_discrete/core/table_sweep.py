@@ -214,8 +214,8 @@ def build_kernel(
         # a coordinate none of whose values has positive probability (only where the
         # current state has none) stays
         moved = ~keep & (slot != old)
-        new = jnp.where(keep, x[rows], xp.asarray(layout.lower)[rows] + slot).astype(x.dtype)
-        return new, jnp.where(moved, change, 0.0)
+        new = xp.asarray(layout.lower)[rows] + jnp.where(keep, old, slot)
+        return new.astype(x.dtype), jnp.where(moved, change, 0.0)
 
     def sweep_unrolled(values: jax.Array, x: jax.Array, uniforms: jax.Array) -> tuple:
         total = jnp.zeros((), values.dtype)
