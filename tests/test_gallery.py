@@ -18,6 +18,7 @@ from numpyro.infer.util import log_density
 
 from numpyro_discrete import ALBP, LBPGibbs
 from numpyro_discrete.gallery import GALLERY, SIZES, batch_summaries, enumerate_sites, mcse
+from numpyro_discrete.gallery.fhmm import fhmm_elementwise_model, fhmm_enumerated_model
 from numpyro_discrete.gallery.networks import rbm_model
 
 NUM_SE = 5.0
@@ -51,6 +52,24 @@ def test_entry_runs_and_its_reference_is_a_distribution(name):
     np.testing.assert_array_equal(np.asarray(first.args[0]), np.asarray(again.args[0]))
     with pytest.raises(ValueError, match="size"):
         entry.simulate(0, "huge")
+
+
+def test_fhmm_example_size_has_positive_weights_and_the_exact_size_signed_ones():
+    """At the example size the FHMM's weights are positive (no flipped mirror modes, which
+    are not the same posterior); all three forms of the model read the option."""
+    entry = GALLERY["fhmm"]
+    example, exact = entry.simulate(0, "example"), entry.simulate(0, "exact")
+    assert example.kwargs == {"positive_weights": True}
+    w = Predictive(entry.model, num_samples=200)(random.key(1), *example.args, **example.kwargs)
+    assert np.all(np.asarray(w["w"]) > 0)
+    assert "positive_weights" not in exact.kwargs
+    y, num_chains = example.args
+    for model in (fhmm_elementwise_model, fhmm_enumerated_model):
+        for positive in (True, False):
+            draws = Predictive(model, num_samples=200)(
+                random.key(2), y, num_chains, positive_weights=positive
+            )
+            assert np.all(np.asarray(draws["w"]) > 0) == positive
 
 
 @pytest.mark.parametrize(

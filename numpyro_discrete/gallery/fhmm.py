@@ -1,9 +1,9 @@
 """The Bayesian factorial HMM (Ghahramani and Jordan 1997) of the benchmarks, the tests and
 ``examples/fhmm.py``: ``K`` binary chains over ``L`` steps, ``x_{0,k} ~ Bern(0.1)``, each
 chain keeps its value with probability 0.8 per step, ``y_l ~ N(w . x_l + b, sigma^2)``,
-``w ~ N(w_loc, w_scale^2)^K``, ``b ~ N(0, 1)``, ``sigma ~ HalfNormal(1)``; data simulated
-at ``sigma^2 = 2, 1, 0.5`` (configurations C1..C3 of Sun, Dai and Schuurmans 2022,
-Appendix D).
+``w ~ N(w_loc, w_scale^2)^K`` (or ``HalfNormal(w_scale)^K``), ``b ~ N(0, 1)``,
+``sigma ~ HalfNormal(1)``; data simulated at ``sigma^2 = 2, 1, 0.5`` (configurations C1..C3
+of Sun, Dai and Schuurmans 2022, Appendix D).
 
 Three forms of the same model: ``X`` as one ``(L, K)`` Bernoulli site with the Markov prior
 added as one summed factor, as users write it (:func:`fhmm_model`); the same factor written
@@ -113,35 +113,63 @@ def fhmm_markov_log_prior(x: jax.Array) -> jax.Array:
     return jnp.sum(first) + jnp.sum(stay)
 
 
-def fhmm_parameters(num_chains: int, w_loc: Any, w_scale: Any) -> tuple[jax.Array, ...]:
-    """The continuous sites ``w``, ``b``, ``sigma`` of every form of the model."""
-    w = numpyro.sample(
-        "w", dist.Normal(jnp.broadcast_to(w_loc, (num_chains,)), w_scale).to_event(1)
-    )
+def fhmm_parameters(
+    num_chains: int, w_loc: Any, w_scale: Any, positive_weights: bool = False
+) -> tuple[jax.Array, ...]:
+    """The continuous sites ``w``, ``b``, ``sigma`` of every form of the model; with
+    `positive_weights`, ``w ~ HalfNormal(w_scale)^K`` (the ``N(0, w_scale^2)`` prior folded
+    onto ``w > 0``, `w_loc` unused), which removes the flipped mirror modes (see
+    :func:`fhmm_model`)."""
+    if positive_weights:
+        prior = dist.HalfNormal(jnp.broadcast_to(w_scale, (num_chains,)))
+    else:
+        prior = dist.Normal(jnp.broadcast_to(w_loc, (num_chains,)), w_scale)
+    w = numpyro.sample("w", prior.to_event(1))
     b = numpyro.sample("b", dist.Normal(0.0, 1.0))
     sigma = numpyro.sample("sigma", dist.HalfNormal(1.0))
     return w, b, sigma
 
 
-def fhmm_model(y: jax.Array, num_chains: int, w_loc: Any = 0.0, w_scale: Any = 1.0) -> None:
+def fhmm_model(
+    y: jax.Array,
+    num_chains: int,
+    w_loc: Any = 0.0,
+    w_scale: Any = 1.0,
+    positive_weights: bool = False,
+) -> None:
     """The FHMM with ``X`` as one ``(L, K)`` binary site ``"x"``: a uniform Bernoulli site
     whose log probability (``-L K log 2``) the factor ``"x_markov"`` replaces by the Markov
     prior.
+
+    With weights of either sign, a chain flipped (``x_k -> 1 - x_k``, ``w_k -> -w_k``,
+    ``b -> b + w_k``) explains the data as well, but its mode is not the same posterior: the
+    priors of ``b`` and of the first state ``x_{0,k}`` change under the flip, so the mean
+    signal's distribution differs between these mirror modes (most at the first step), and
+    a chain crosses from one to another only when its ``w_k`` passes through 0. Chains of
+    any local sampler (NUTS with ``X`` enumerated too) then disagree by which modes they
+    visited. `positive_weights` removes those modes; the chains permuted remain, and they
+    are exact symmetries of the posterior.
 
     :param y: ``(L,)`` observations.
     :param int num_chains: ``K``.
     :param w_loc: prior mean of the weights (scalar or ``(K,)``).
     :param w_scale: prior scale of the weights.
+    :param bool positive_weights: ``w ~ HalfNormal(w_scale)`` instead of
+        ``N(w_loc, w_scale^2)``.
     """
     num_steps = y.shape[0]
-    w, b, sigma = fhmm_parameters(num_chains, w_loc, w_scale)
+    w, b, sigma = fhmm_parameters(num_chains, w_loc, w_scale, positive_weights)
     x = numpyro.sample("x", dist.Bernoulli(0.5).expand([num_steps, num_chains]))
     numpyro.factor("x_markov", fhmm_markov_log_prior(x) + num_steps * num_chains * np.log(2.0))
     numpyro.sample("y", dist.Normal(x @ w + b, sigma), obs=y)
 
 
 def fhmm_elementwise_model(
-    y: jax.Array, num_chains: int, w_loc: Any = 0.0, w_scale: Any = 1.0
+    y: jax.Array,
+    num_chains: int,
+    w_loc: Any = 0.0,
+    w_scale: Any = 1.0,
+    positive_weights: bool = False,
 ) -> None:
     """:func:`fhmm_model` with the Markov prior written elementwise: the factors
     ``"x_init"`` (``(K,)``, the first step) and ``"x_markov"`` (``(L - 1, K)``, one term per
@@ -149,7 +177,7 @@ def fhmm_elementwise_model(
     The same log density; structure detection sees each ``x_{l,k}`` interact with
     ``x_{l +- 1,k}`` and with the ``x_{l,k'}`` of its observation (``K`` colours)."""
     num_steps = y.shape[0]
-    w, b, sigma = fhmm_parameters(num_chains, w_loc, w_scale)
+    w, b, sigma = fhmm_parameters(num_chains, w_loc, w_scale, positive_weights)
     x = numpyro.sample("x", dist.Bernoulli(0.5).expand([num_steps, num_chains]))
     xf = jnp.asarray(x, jnp.result_type(float))
     first = xf[0] * np.log(FHMM_INIT_PROB) + (1 - xf[0]) * np.log1p(-FHMM_INIT_PROB)
@@ -177,7 +205,11 @@ def _joint_log_init_trans(num_chains: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def fhmm_enumerated_model(
-    y: jax.Array, num_chains: int, w_loc: Any = 0.0, w_scale: Any = 1.0
+    y: jax.Array,
+    num_chains: int,
+    w_loc: Any = 0.0,
+    w_scale: Any = 1.0,
+    positive_weights: bool = False,
 ) -> None:
     """The same FHMM with ``X`` summed out: one categorical joint state per time step over the
     ``2^K`` values of ``x_l`` (transition matrix ``2^K x 2^K``), marked
@@ -185,7 +217,7 @@ def fhmm_enumerated_model(
     ``L 4^K``."""
     from numpyro.contrib.control_flow import scan
 
-    w, b, sigma = fhmm_parameters(num_chains, w_loc, w_scale)
+    w, b, sigma = fhmm_parameters(num_chains, w_loc, w_scale, positive_weights)
     states = fhmm_joint_states(num_chains)
     log_init, log_trans = (jnp.asarray(a) for a in _joint_log_init_trans(num_chains))
     means = jnp.asarray(states, jnp.result_type(float)) @ w + b
@@ -243,9 +275,10 @@ FHMM_EXACT = {"num_steps": 40, "w": (1.5, 3.0), "config": "C1", "w_scale": 0.3}
 
 
 def fhmm_dataset(seed: int = 0, size: str = "example") -> Dataset:
-    """``"example"``: the data of ``examples/fhmm.py`` (``L = 200``, ``K = 3``, C3,
-    weights doubling from chain to chain, ``b = 0.3``, prior ``w ~ N(0, 1)``);
-    ``"exact"``: :data:`FHMM_EXACT`.
+    """``"example"``: the data and model of ``examples/fhmm.py`` (``L = 200``, ``K = 3``,
+    C3, weights doubling from chain to chain, ``b = 0.3``, prior ``w ~ HalfNormal(1)``:
+    positive weights, so that the flipped mirror modes, which are not the same posterior,
+    are not there); ``"exact"``: :data:`FHMM_EXACT`.
 
     :param int seed: numpy seed.
     :param str size: ``"example"`` or ``"exact"``.
@@ -255,7 +288,7 @@ def fhmm_dataset(seed: int = 0, size: str = "example") -> Dataset:
         num_steps, num_chains = 200, 3
         w = 2.0 ** np.arange(num_chains) / 2.0 ** (num_chains / 2 - 1)
         data = fhmm_data(num_steps, num_chains, "C3", seed, w=w, b=0.3)
-        kwargs = {}
+        kwargs = {"positive_weights": True}
     else:
         w = np.asarray(FHMM_EXACT["w"])
         data = fhmm_data(FHMM_EXACT["num_steps"], len(w), FHMM_EXACT["config"], seed, w=w, b=0.0)
@@ -266,8 +299,9 @@ def fhmm_dataset(seed: int = 0, size: str = "example") -> Dataset:
 
 def fhmm_summaries(samples: Mapping[str, Any], data: Dataset) -> dict[str, np.ndarray]:
     """The label-invariant summaries: the mean signal ``w . x_l + b`` at every step, the
-    sorted ``|w|`` and ``sigma``, the same in every mirror mode (chains permuted, or one
-    flipped with ``w_k -> -w_k``). ``w`` and ``b`` themselves only where the prior pins them
+    sorted ``|w|`` and ``sigma``, the same whichever way the chains are permuted (with
+    weights of either sign, a flipped chain changes their distribution: see
+    :func:`fhmm_model`). ``w`` and ``b`` themselves only where the prior pins them
     (``w_loc`` given, as at the exact size): elsewhere chains in different mirror modes
     disagree on them while agreeing on the posterior."""
     w = np.asarray(samples["w"], np.float64)
