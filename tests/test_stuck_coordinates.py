@@ -13,9 +13,10 @@ import jax.numpy as jnp
 
 import numpyro
 import numpyro.distributions as dist
-from numpyro.infer import MCMC
+from numpyro.infer import MCMC, NUTS
 
-from numpyro_discrete import ALBP, ChromaticGibbs
+from numpyro_discrete import ALBP, ChromaticGibbs, LBPGibbs
+from numpyro_discrete.gallery import GALLERY
 from numpyro_discrete.kernels.stuck_coordinates import is_check_step
 from numpyro_discrete.model.layout import layout_from_params
 
@@ -128,4 +129,30 @@ def test_an_exact_sweep_is_not_called_stuck_where_few_coordinates_move():
     check's count from the average rate alone (50 changes "expected" in 500 steps) called
     such coordinates stuck; a sweep's count is at most steps x leave probability (1.25)."""
     _, stuck = run(ChromaticGibbs(mostly_frozen_model), num_samples=1100)
+    assert not stuck, stuck
+
+
+@pytest.mark.slow
+def test_block_draws_are_not_called_stuck_where_a_state_is_well_determined():
+    """BlockGibbs draws each hidden chain of the gallery's factorial HMM jointly: segments
+    move at once, so the average coordinate changes far more often than a well-determined
+    state's one-site leave probability (0.01-0.03) says, and the count from the average
+    rate called three such states stuck after 500 warmup steps (52 and 106 changes
+    "expected"). A sweep of exact conditionals, block or not, is bounded by the steps times
+    that probability."""
+    entry = GALLERY["fhmm"]
+    data = entry.simulate(0, "example")
+    mcmc = MCMC(
+        LBPGibbs(NUTS(entry.model)),
+        num_warmup=500,
+        num_samples=10,
+        num_chains=4,
+        chain_method="sequential",
+        progress_bar=False,
+    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        mcmc.run(random.key(0), *data.args, **data.kwargs)
+    assert type(mcmc.sampler.discrete_kernel).__name__ == "BlockGibbs"
+    stuck = [str(w.message) for w in caught if "never changed" in str(w.message)]
     assert not stuck, stuck

@@ -56,8 +56,9 @@ class DiscreteKernel(MCMCKernel):
     # the core state the transition carries; its fields after `position` and `log_density`
     # are the kernel state's fields of the same names
     core_state_type: type[NamedTuple] = core_state.State
-    # whether a step draws every coordinate once from its exact conditional (a Gibbs sweep:
-    # the stuck-coordinate check bounds a coordinate's expected changes by its own rate)
+    # whether a step draws every coordinate once from an exact conditional, its own or its
+    # block's (a Gibbs sweep: the stuck-coordinate check bounds a coordinate's expected
+    # changes by its own rate)
     _sweeps = False
 
     def __init__(

@@ -126,7 +126,6 @@ class ChromaticGibbs(ExactSweepKernel):
     """
 
     state_type = ChromaticGibbsState
-    _sweeps = True
     # set by AutoDiscrete when it chose this kernel for a small dense model (one class per
     # coordinate is then the intended systematic-scan Gibbs, not a structure to expose)
     _dense_chosen = False

@@ -109,7 +109,6 @@ class CollapsedDraw(ExactSweepKernel):
     """
 
     state_type = CollapsedDrawState
-    _sweeps = True
     _mh_test = False
 
     def __init__(self, model: Callable, *, max_values: int = collapse.MAX_SUMMED_VALUES) -> None:

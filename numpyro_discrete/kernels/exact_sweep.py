@@ -52,6 +52,7 @@ class ExactSweepKernel(DiscreteKernel):
 
     state_type: type[ExactSweepState] = ExactSweepState
     core_state_type = SweepState
+    _sweeps = True
 
     _mh_test: bool = True
 

@@ -16,6 +16,13 @@ changes ``j`` with probability at most ``p_j`` per step, so there the count is a
 strong weights), ``c`` is the free coordinates' rate, and ``c min(1, p_j / p)`` called
 coordinates stuck that an exact sampler would leave unchanged for hundreds of steps
 (measured on the gallery's RBM: ``p_j = 0.01`` in 500 sweeps, 60 changes "expected"). The
+sweeps of :class:`~numpyro_discrete.BlockGibbs` get the same bound: a block drawn jointly
+changes its coordinates far more often than their one-site leave probabilities say (a
+segment of a hidden chain moves at once), so ``c`` is high, and the proportional count
+called a well-determined state of the gallery's factorial HMM stuck (``p_j = 0.01`` in 500
+warmup steps, 52 changes "expected", while the block draws were exact). There the bound is
+not exact (a coordinate's block marginal can leave its value more often than ``p_j``): it
+can hide a stuck coordinate, never invent one. The
 count is rough (the rate of changes is not proportional to the leave probability at one
 state, and that probability moves with the state and the continuous values), so the
 threshold leaves a factor 2: a Poisson count of mean 12.5 is 0 with probability below
@@ -92,8 +99,9 @@ class StuckCoordinateWatch:
     :param num_warmup: the run's warmup length.
     :param kernel_name: the name used in the warning.
     :param advice: ``site -> str``, what to try for a stuck coordinate of that site.
-    :param sweeps: whether each step draws every coordinate once from its exact conditional
-        (a Gibbs sweep): a coordinate's expected changes are then also at most the steps
+    :param sweeps: whether each step draws every coordinate once from an exact conditional,
+        its own or its block's (a Gibbs sweep): a coordinate's expected changes are then also
+        at most the steps
         times its leave probability.
     """
 
