@@ -147,8 +147,12 @@ def fhmm_model(
     signal's distribution differs between these mirror modes (most at the first step), and
     a chain crosses from one to another only when its ``w_k`` passes through 0. Chains of
     any local sampler (NUTS with ``X`` enumerated too) then disagree by which modes they
-    visited. `positive_weights` removes those modes; the chains permuted remain, and they
-    are exact symmetries of the posterior.
+    visited. `positive_weights` removes those modes (the chains permuted remain, and they
+    are exact symmetries of the posterior) but adds a trap of its own: a chain whose weight
+    falls near 0 stays there (NUTS moves ``log w``, and a chain with no effect leaves the
+    weight nothing to climb back on). Measured on the example's data with 4 sequential
+    chains: max R-hat of the label-invariant summaries 1.41 (500 + 1000 draws) and 1.05
+    (1500 + 3000), against 1.03 and 1.014 with weights of either sign.
 
     :param y: ``(L,)`` observations.
     :param int num_chains: ``K``.
@@ -275,10 +279,9 @@ FHMM_EXACT = {"num_steps": 40, "w": (1.5, 3.0), "config": "C1", "w_scale": 0.3}
 
 
 def fhmm_dataset(seed: int = 0, size: str = "example") -> Dataset:
-    """``"example"``: the data and model of ``examples/fhmm.py`` (``L = 200``, ``K = 3``,
-    C3, weights doubling from chain to chain, ``b = 0.3``, prior ``w ~ HalfNormal(1)``:
-    positive weights, so that the flipped mirror modes, which are not the same posterior,
-    are not there); ``"exact"``: :data:`FHMM_EXACT`.
+    """``"example"``: the data of ``examples/fhmm.py`` (``L = 200``, ``K = 3``, C3,
+    weights doubling from chain to chain, ``b = 0.3``, prior ``w ~ N(0, 1)``);
+    ``"exact"``: :data:`FHMM_EXACT`.
 
     :param int seed: numpy seed.
     :param str size: ``"example"`` or ``"exact"``.
@@ -288,7 +291,7 @@ def fhmm_dataset(seed: int = 0, size: str = "example") -> Dataset:
         num_steps, num_chains = 200, 3
         w = 2.0 ** np.arange(num_chains) / 2.0 ** (num_chains / 2 - 1)
         data = fhmm_data(num_steps, num_chains, "C3", seed, w=w, b=0.3)
-        kwargs = {"positive_weights": True}
+        kwargs = {}
     else:
         w = np.asarray(FHMM_EXACT["w"])
         data = fhmm_data(FHMM_EXACT["num_steps"], len(w), FHMM_EXACT["config"], seed, w=w, b=0.0)
