@@ -169,11 +169,7 @@ def fhmm_model(
 
 
 def fhmm_elementwise_model(
-    y: jax.Array,
-    num_chains: int,
-    w_loc: Any = 0.0,
-    w_scale: Any = 1.0,
-    positive_weights: bool = False,
+    y: jax.Array, num_chains: int, w_loc: Any = 0.0, w_scale: Any = 1.0
 ) -> None:
     """:func:`fhmm_model` with the Markov prior written elementwise: the factors
     ``"x_init"`` (``(K,)``, the first step) and ``"x_markov"`` (``(L - 1, K)``, one term per
@@ -181,7 +177,7 @@ def fhmm_elementwise_model(
     The same log density; structure detection sees each ``x_{l,k}`` interact with
     ``x_{l +- 1,k}`` and with the ``x_{l,k'}`` of its observation (``K`` colours)."""
     num_steps = y.shape[0]
-    w, b, sigma = fhmm_parameters(num_chains, w_loc, w_scale, positive_weights)
+    w, b, sigma = fhmm_parameters(num_chains, w_loc, w_scale)
     x = numpyro.sample("x", dist.Bernoulli(0.5).expand([num_steps, num_chains]))
     xf = jnp.asarray(x, jnp.result_type(float))
     first = xf[0] * np.log(FHMM_INIT_PROB) + (1 - xf[0]) * np.log1p(-FHMM_INIT_PROB)
@@ -209,11 +205,7 @@ def _joint_log_init_trans(num_chains: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def fhmm_enumerated_model(
-    y: jax.Array,
-    num_chains: int,
-    w_loc: Any = 0.0,
-    w_scale: Any = 1.0,
-    positive_weights: bool = False,
+    y: jax.Array, num_chains: int, w_loc: Any = 0.0, w_scale: Any = 1.0
 ) -> None:
     """The same FHMM with ``X`` summed out: one categorical joint state per time step over the
     ``2^K`` values of ``x_l`` (transition matrix ``2^K x 2^K``), marked
@@ -221,7 +213,7 @@ def fhmm_enumerated_model(
     ``L 4^K``."""
     from numpyro.contrib.control_flow import scan
 
-    w, b, sigma = fhmm_parameters(num_chains, w_loc, w_scale, positive_weights)
+    w, b, sigma = fhmm_parameters(num_chains, w_loc, w_scale)
     states = fhmm_joint_states(num_chains)
     log_init, log_trans = (jnp.asarray(a) for a in _joint_log_init_trans(num_chains))
     means = jnp.asarray(states, jnp.result_type(float)) @ w + b
