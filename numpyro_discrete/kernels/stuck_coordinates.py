@@ -22,13 +22,13 @@ segment of a hidden chain moves at once), so ``c`` is high, and the proportional
 called a well-determined state of the gallery's factorial HMM stuck (``p_j = 0.01`` in 500
 warmup steps, 52 changes "expected", while the block draws were exact). There the bound is
 not exact (a coordinate's block marginal can leave its value more often than ``p_j``): it
-can hide a stuck coordinate, never invent one. The
-count is rough (the rate of changes is not proportional to the leave probability at one
-state, and that probability moves with the state and the continuous values), so the
-threshold leaves a factor 2: a Poisson count of mean 12.5 is 0 with probability below
-``4e-6``. (Measured: a coordinate of a random model in the slow tier whose conditional left
-its value with probability 0.01 was estimated at 11 changes in 1024 steps and changed about
-7 times per 1000; the earlier threshold of 10 called it stuck.)
+can hide a stuck coordinate, never invent one. The count is rough (the rate of changes is
+not proportional to the leave probability at one state, and that probability moves with the
+state and the continuous values), so the threshold leaves a factor 2: a Poisson count of
+mean 12.5 is 0 with probability below ``4e-6``. (Measured: a coordinate of a random model in
+the slow tier whose conditional left its value with probability 0.01 was estimated at 11
+changes in 1024 steps and changed about 7 times per 1000; the earlier threshold of 10 called
+it stuck.)
 
 The check runs inside the compiled sampling loop (a progress bar or not, sequential,
 parallel or vectorized chains) under a ``lax.cond`` that is false at every other step, and
@@ -101,8 +101,7 @@ class StuckCoordinateWatch:
     :param advice: ``site -> str``, what to try for a stuck coordinate of that site.
     :param sweeps: whether each step draws every coordinate once from an exact conditional,
         its own or its block's (a Gibbs sweep): a coordinate's expected changes are then also
-        at most the steps
-        times its leave probability.
+        at most the steps times its leave probability.
     """
 
     def __init__(
