@@ -6,7 +6,12 @@ pairwise log-potentials are read from the terms of ``log pi``: with every even p
 every block of the class set to value ``u`` and every odd one to ``v``, one evaluation of
 the term array gives each term touching one position its value there and each term
 touching two consecutive positions its value at ``(u, v)`` or ``(v, u)``; ``M^2``
-evaluations give all potentials (``M`` without pairwise terms). A Metropolis-Hastings test
+evaluations give all potentials (``M`` without pairwise terms). Only the ``M`` with
+``u = v`` need every term: the ``M (M - 1)`` others read only the span of the term array
+that holds pair terms, and XLA drops the computation of what lies outside it. On a
+factorial HMM that is the likelihood and the states' prior, about half of an evaluation:
+``LBPGibbs``'s step at ``L = 1000, K = 10`` went from 2.75-2.94 to 2.17-2.33 ms (two
+processes each, alternated). A Metropolis-Hastings test
 of each class's joint move, with the reverse draw's probability from the potentials at the
 new state, keeps the sweep exact when detection missed a dependency; when the blocks are
 valid chains it accepts with probability 1, so where the structure is proven
@@ -74,6 +79,8 @@ class BlockPlan(NamedTuple):
     - **lower**, **num_values** - ``(N + 1,)`` the smallest value and the number of values
       of each coordinate (the padding row: 0 and 1).
     - **max_values** - ``M``, the most values of a coordinate.
+    - **pair_span** - ``(lo, hi)``, the smallest range of term indices holding every
+      class's pair terms (empty without them).
     """
 
     coords: np.ndarray
@@ -85,6 +92,7 @@ class BlockPlan(NamedTuple):
     lower: np.ndarray
     num_values: np.ndarray
     max_values: int
+    pair_span: tuple[int, int]
 
 
 def value_counts(supports: CoordinateSupports) -> np.ndarray:
@@ -129,6 +137,8 @@ def block_plan(
         pair_slots = slots[two]
         pairs.append((terms[two], pair_slots, (pair_slots % length) % 2 == 1))
     num_slots = width * length
+    pair_terms = np.concatenate([p[0] for p in pairs])
+    pair_span = (int(pair_terms.min()), int(pair_terms.max()) + 1) if pair_terms.size else (0, 0)
 
     def padded(columns: list[np.ndarray], fill: int) -> np.ndarray:
         size = max((len(col) for col in columns), default=0)
@@ -147,6 +157,7 @@ def block_plan(
         lower=np.r_[supports.lower, 0].astype(np.int32),
         num_values=np.r_[np.minimum(counts, MAX_BLOCK_VALUES + 1), 1].astype(np.int32),
         max_values=int(counts.max()) if counts.size else 1,
+        pair_span=pair_span,
     )
 
 
@@ -172,21 +183,42 @@ def class_potentials(
     unary_terms = jnp.asarray(plan.unary_terms)[c]
     pair_terms = jnp.asarray(plan.pair_terms)[c]
 
-    def terms_at(u: jax.Array, v: jax.Array) -> jax.Array:
+    def terms_at(u: jax.Array, v: jax.Array, span: tuple[int, int] | None = None) -> jax.Array:
+        """The terms (less `baseline`, a zero appended for padding) with the class's even
+        positions at `u` and odd ones at `v`; only those in `span` where one is given."""
         value = jnp.where(even, u, v)
         moved = lower + jnp.minimum(value, count - 1)
         y = x.at[coords].set(moved.astype(x.dtype), mode="drop")
-        return jnp.concatenate([log_terms(y), jnp.zeros(1, dtype)]) - baseline
+        terms, shift = log_terms(y), baseline
+        if span is not None:
+            # a static slice: XLA drops the computation of every term outside it
+            terms = terms[span[0] : span[1]]
+            if terms_x is not None:
+                shift = jnp.concatenate([terms_x[span[0] : span[1]], jnp.zeros(1, dtype)])
+        return jnp.concatenate([terms, jnp.zeros(1, dtype)]) - shift
 
     values = jnp.arange(m)
     num_slots = num_blocks * length
     has_pairs = plan.pair_terms.shape[1] > 0
     if has_pairs:
-        # every (u, v): the pair terms, and the unary ones from the diagonal u = v
+        # the unary terms and the pairs (u, u) from every term; the pairs (u, v != u)
+        # from the span of the pair terms only
         columns = jnp.concatenate([unary_terms, pair_terms])
-        grid = lax.map(lambda u: jax.vmap(lambda v: terms_at(u, v)[columns])(values), values)
-        diagonal = grid[values, values, : unary_terms.shape[0]]
-        grid = jnp.moveaxis(grid[:, :, unary_terms.shape[0] :], 2, 0)  # (P, M, M)
+        both = jax.vmap(lambda w: terms_at(w, w)[columns])(values)  # (M, U + P)
+        diagonal = both[:, : unary_terms.shape[0]]
+        lo, hi = plan.pair_span
+        in_span = jnp.asarray(np.where(plan.pair_terms < hi, plan.pair_terms - lo, hi - lo))[c]
+        grid = jnp.zeros((m, m, pair_terms.shape[0]), dtype)
+        grid = grid.at[values, values].set(both[:, unary_terms.shape[0] :])
+        if m > 1:
+            first, second = (jnp.asarray(a) for a in np.nonzero(~np.eye(m, dtype=bool)))
+            apart = lax.map(
+                lambda uv: terms_at(uv[0], uv[1], (lo, hi))[in_span],
+                (first, second),
+                batch_size=m,
+            )  # (M (M - 1), P)
+            grid = grid.at[first, second].set(apart)
+        grid = jnp.moveaxis(grid, 2, 0)  # (P, M, M)
     else:
         diagonal = jax.vmap(lambda w: terms_at(w, w)[unary_terms])(values)  # (M, U)
     phi = jnp.zeros((num_slots + 1, m), dtype)
