@@ -49,6 +49,19 @@ def two_chains(length=3):
     numpyro.sample("y", dist.Normal(loc.astype(float), 1.0), obs=jnp.array([0.3, 1.5, -0.2]))
 
 
+def binary_factorial(length=3):
+    """Two binary chains in time, their Markov prior one summed factor (a transition table
+    that is not symmetric: ``(0, 1)`` and ``(1, 0)`` differ), coupled at every step through
+    an observation (a small factorial HMM)."""
+    x = numpyro.sample("x", dist.Bernoulli(0.5).expand([length, 2]))
+    table = jnp.array([[0.9, -0.4], [0.2, 1.1]])
+    states = x.astype(jnp.int32)
+    numpyro.factor("markov", table[states[:-1], states[1:]].sum() + 0.3 * jnp.sum(x[0]))
+    numpyro.sample(
+        "y", dist.Normal(x @ jnp.array([1.0, -0.7]), 1.0), obs=jnp.array([0.3, 1.2, -0.4])
+    )
+
+
 def ordinal_chain(length=3):
     """Bounded ordinal coordinates (Binomial totals differing by coordinate)."""
     n = numpyro.sample("n", dist.Binomial(jnp.array([2, 3, 2]), 0.4))
@@ -83,6 +96,7 @@ def posterior(target, states):
     [
         (binary_chain, {"x": 0}, 1),
         (two_chains, {"x": 0}, 2),
+        (binary_factorial, {"x": 0}, 2),
         (ordinal_chain, {"n": 0}, 1),
         (lattice, {"x": 1}, 2),
     ],
@@ -96,7 +110,9 @@ def test_blocks_found_from_the_structure(model, axes, num_classes):
     assert kernel.blocks is not None
 
 
-@pytest.mark.parametrize("model", [binary_chain, two_chains, ordinal_chain, lattice])
+@pytest.mark.parametrize(
+    "model", [binary_chain, binary_factorial, two_chains, ordinal_chain, lattice]
+)
 def test_each_block_draws_its_exact_conditional(model, x64):
     """Every class's move is the exact conditional of its blocks (acceptance 1, the rows
     are pi restricted to the class's fibre), so the sweep leaves pi invariant."""
