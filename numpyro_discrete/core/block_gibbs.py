@@ -137,7 +137,7 @@ def block_plan(
         pair_slots = slots[two]
         pairs.append((terms[two], pair_slots, (pair_slots % length) % 2 == 1))
     num_slots = width * length
-    pair_terms = np.concatenate([p[0] for p in pairs])
+    pair_terms = np.concatenate([np.zeros(0, np.int64)] + [p[0] for p in pairs])
     pair_span = (int(pair_terms.min()), int(pair_terms.max()) + 1) if pair_terms.size else (0, 0)
 
     def padded(columns: list[np.ndarray], fill: int) -> np.ndarray:
