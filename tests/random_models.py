@@ -181,6 +181,32 @@ def independent_model_specs(draw) -> ModelSpec:
     return spec._replace(terms=tuple(terms))
 
 
+CHAIN_IDIOMS = ("chain_eq", "chain_sum")
+
+
+@st.composite
+def chain_model_specs(draw) -> ModelSpec:
+    """A random model with a continuous site whose discrete coordinates form chains that
+    share no term: one or two sites of shape ``(3,)``, every term on one site, at least one
+    of them coupling neighbours (``==`` of neighbours, or their products written as one
+    sum)."""
+    spec = draw(model_specs(continuous=True))
+    num_sites = draw(st.integers(1, 2))
+    sites = tuple(
+        draw(site_specs(k))._replace(shape=(3,), total=draw(st.integers(2, 3)))
+        for k in range(num_sites)
+    )
+    terms = []
+    for k, term in enumerate(spec.terms):
+        first = draw(st.integers(0, num_sites - 1))
+        idioms = CHAIN_IDIOMS if k == 0 else CHAIN_IDIOMS + PER_COORDINATE_IDIOMS
+        terms.append(TermSpec(draw(st.sampled_from(idioms)), first, first, term.wrapper))
+    spec = spec._replace(sites=sites, terms=tuple(terms))
+    if math.prod(len(v) for site in sites for v in site_values(site)) > MAX_STATES:
+        draw(st.nothing())
+    return spec
+
+
 def _distribution(site: SiteSpec, rng: np.random.Generator, batch: tuple[int, ...]):
     if site.kind == "bernoulli":
         return dist.Bernoulli(probs=jnp.asarray(rng.uniform(0.2, 0.8, batch)))

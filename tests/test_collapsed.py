@@ -4,6 +4,7 @@ runs (the inner kernel's model is the enumerated marginal, in value and gradient
 draw's table is the enumerated conditional), the choice from the structure, the truncation
 warning, and draws against a posterior computed on a grid, under every chain method."""
 
+import functools
 import itertools
 import logging
 
@@ -16,14 +17,16 @@ import jax.numpy as jnp
 from jax.scipy.special import logsumexp
 
 import numpyro
+from numpyro.contrib.control_flow import scan
 import numpyro.distributions as dist
 from numpyro.infer import MCMC, NUTS
 from numpyro.infer.gibbs import with_conditioning
 from numpyro.infer.util import log_density, potential_energy
 
-from numpyro_discrete import ChromaticGibbs, CollapsedDraw, LBPGibbs, ModelError
+from numpyro_discrete import BlockGibbs, ChromaticGibbs, CollapsedDraw, LBPGibbs, ModelError
 from numpyro_discrete.core import collapse
 from numpyro_discrete.core.rows import row_log_softmax
+from numpyro_discrete.gallery.sequences import hmm_smoothed_marginals
 
 Y = np.array([-1.2, 0.3, 2.1, 1.7, -0.4])
 COUNTS = np.array([[3.0, 1.0], [0.0, 2.0], [4.0, 4.0]])
@@ -213,14 +216,166 @@ def test_one_coordinate_is_not_summed_out():
     assert not isinstance(kernel.discrete_kernel, CollapsedDraw)
 
 
-def test_coupled_coordinates_are_refused():
-    def chain():
+def test_interacting_chains_are_refused():
+    def two_chains():  # a factorial HMM's shape: the chains meet in every observation
         theta = numpyro.sample("theta", dist.Normal())
-        x = numpyro.sample("x", dist.Bernoulli(0.5).expand([6]))
-        numpyro.factor("stick", 1.5 * (x[1:] == x[:-1]) + theta * x[0])
+        x = numpyro.sample("x", dist.Bernoulli(0.5).expand([2, 6]))
+        numpyro.factor("stick", 1.5 * jnp.sum(x[:, 1:] == x[:, :-1]) + theta * x[0, 0])
+        numpyro.sample("y", dist.Normal(x[0] + 2.0 * x[1], 1.0), obs=jnp.arange(6.0) % 3)
 
-    with pytest.raises(ModelError, match="CollapsedDraw.*independent.*interact"):
-        initialised(chain, (), CollapsedDraw(chain))
+    with pytest.raises(ModelError, match="CollapsedDraw.*independent.*chains interact"):
+        initialised(two_chains, (), CollapsedDraw(two_chains))
+    assert isinstance(initialised(two_chains, ()).discrete_kernel, BlockGibbs)
+
+
+# --- chains summed out ---------------------------------------------------------------------
+
+HMM_Y = np.array([0.1, 2.3, 1.8, -0.4, 0.2])
+
+
+def hmm(y):
+    """A Gaussian HMM of three states written with numpyro's ``scan``."""
+    trans = numpyro.sample("trans", dist.Dirichlet(jnp.ones((3, 3)) + 2 * jnp.eye(3)).to_event(1))
+    locs = numpyro.sample("locs", dist.Normal(jnp.array([0.0, 1.0, 2.0]), 1.0).to_event(1))
+
+    def step(previous, y_t):
+        x = numpyro.sample("x", dist.Categorical(trans[previous]))
+        numpyro.sample("y", dist.Normal(locs[x], 0.7), obs=y_t)
+        return x, None
+
+    scan(step, 0, y)
+
+
+def hmm_theta(rng):
+    return {
+        "trans": jnp.asarray(rng.dirichlet(np.ones(3), 3)),
+        "locs": jnp.asarray(rng.normal(size=3)),
+    }
+
+
+def test_a_chain_is_summed_out_to_the_enumerated_marginal(x64):
+    """The HMM written with ``scan``: chosen by default, and the inner kernel's model is the
+    marginal over all ``3^5`` state sequences, in value and gradient."""
+    y = jnp.asarray(HMM_Y)
+    kernel = initialised(hmm, (y,))
+    draw = kernel.discrete_kernel
+    assert isinstance(draw, CollapsedDraw) and draw.chains is not None
+    assert draw.blocks == {"x": "1 chain(s) of 5 along axis 0"}
+    inner_model = kernel.inner_kernel.model
+
+    @jax.jit
+    def summed_out(theta, x):
+        return log_density(inner_model, (y,), with_conditioning({}, x), theta)[0]
+
+    @jax.jit
+    def exact(theta):
+        return enumerated_marginal(hmm, (y,), theta, "x", range(3), HMM_Y.shape)
+
+    rng = np.random.default_rng(1)
+    for _ in range(3):
+        theta = hmm_theta(rng)
+        x = {"x": jnp.asarray(rng.integers(0, 3, HMM_Y.shape[0]))}
+        np.testing.assert_allclose(summed_out(theta, x), exact(theta), rtol=1e-10)
+        grads = jax.grad(summed_out)(theta, x), jax.grad(exact)(theta)
+        for name in theta:
+            np.testing.assert_allclose(grads[0][name], grads[1][name], rtol=1e-8, atol=1e-12)
+
+
+def test_the_chain_draw_is_the_enumerated_conditional():
+    """The draw MCMC runs (``CollapsedDraw.sample``) against the exact conditional of the
+    state sequence given the continuous sites: chi-square over the 243 sequences."""
+    y = jnp.asarray(HMM_Y)
+    draw = initialised(hmm, (y,)).discrete_kernel
+    theta = hmm_theta(np.random.default_rng(2))
+    kwargs = with_conditioning({}, theta)
+    states = np.array(list(itertools.product(range(3), repeat=HMM_Y.shape[0])))
+    log_joint = jax.vmap(lambda x: log_density(hmm, (y,), {}, {**theta, "x": x})[0])(
+        jnp.asarray(states)
+    )
+    probs = np.exp(np.asarray(log_joint - logsumexp(log_joint)), dtype=np.float64)
+    state = draw.init(random.key(0), 0, {"x": jnp.zeros(5, jnp.int32)}, (y,), kwargs)
+    num_draws = 20000
+
+    def one(key):
+        return draw.sample(state._replace(rng_key=key), (y,), kwargs).z["x"]
+
+    draws = np.asarray(jax.jit(jax.vmap(one))(random.split(random.key(3), num_draws)))
+    index = np.ravel_multi_index(draws.T, (3,) * HMM_Y.shape[0])
+    observed = np.bincount(index, minlength=states.shape[0])
+    expected = num_draws * probs / probs.sum()
+    # sequences expected 5 times or more, the rest pooled
+    common = expected >= 5
+    chi2 = np.sum((observed[common] - expected[common]) ** 2 / expected[common])
+    rest_observed, rest_expected = observed[~common].sum(), expected[~common].sum()
+    chi2 += (rest_observed - rest_expected) ** 2 / max(rest_expected, 1e-9)
+    dof = int(common.sum())
+    assert chi2 < dof + 4.0 * np.sqrt(2.0 * dof), (chi2, dof)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("chain_method", ["sequential", "vectorized", "parallel"])
+def test_chain_draws_match_the_enumerated_posterior(chain_method):
+    """The default LBPGibbs on the HMM against NUTS with the states enumerated (numpyro's
+    ``scan`` enumeration, exact in the states): ``locs`` and the posterior probability of
+    each state at each step, in Monte Carlo standard errors of both."""
+    y = jnp.asarray(HMM_Y)
+    kernel = LBPGibbs(NUTS(hmm))
+    mcmc = MCMC(kernel, num_warmup=500, num_samples=3000, num_chains=2,
+                chain_method=chain_method, progress_bar=False)  # fmt: skip
+    mcmc.run(random.key(4), y)
+    assert kernel.discrete_kernel.chains is not None
+    samples = mcmc.get_samples(group_by_chain=True)
+    reference = hmm_reference()
+    x = np.asarray(samples["x"])
+    draws = {"locs": np.asarray(samples["locs"]), "states": np.stack([x == 0, x == 2], -1)}
+    for name, value in draws.items():
+        ess = numpyro.diagnostics.effective_sample_size(value)
+        flat = value.reshape(-1, *value.shape[2:])
+        error = np.abs(flat.mean(0) - reference[name])
+        se = np.sqrt(flat.var(0) / ess + reference[name + "_se"] ** 2)
+        assert np.all(error < 4.5 * se + 0.01), (name, flat.mean(0), reference[name])
+
+
+@functools.cache
+def hmm_reference():
+    """``locs`` and the smoothed state probabilities of :func:`hmm` by NUTS on the model
+    with the states enumerated (4 chains x 5000 draws), and their Monte Carlo errors."""
+    y = jnp.asarray(HMM_Y)
+
+    def enumerated(y):
+        trans = numpyro.sample(
+            "trans", dist.Dirichlet(jnp.ones((3, 3)) + 2 * jnp.eye(3)).to_event(1)
+        )
+        locs = numpyro.sample("locs", dist.Normal(jnp.array([0.0, 1.0, 2.0]), 1.0).to_event(1))
+
+        def step(previous, y_t):
+            x = numpyro.sample(
+                "x", dist.Categorical(trans[previous]), infer={"enumerate": "parallel"}
+            )
+            numpyro.sample("y", dist.Normal(locs[x], 0.7), obs=y_t)
+            return x, None
+
+        scan(step, 0, y)
+
+    mcmc = MCMC(NUTS(enumerated), num_warmup=500, num_samples=5000, num_chains=4,
+                chain_method="vectorized", progress_bar=False)  # fmt: skip
+    mcmc.run(random.key(5), y)
+    samples = mcmc.get_samples(group_by_chain=True)
+    locs = np.asarray(samples["locs"])
+    flat = {k: np.asarray(v).reshape(-1, *np.shape(v)[2:]) for k, v in samples.items()}
+    smoothed = jax.vmap(lambda trans, locs: hmm_smoothed_marginals(y, trans, locs, 0.7))(
+        jnp.asarray(flat["trans"]), jnp.asarray(flat["locs"])
+    )
+    smoothed = np.asarray(smoothed)[:, :, [0, 2]]
+    ess_locs = numpyro.diagnostics.effective_sample_size(locs)
+    by_chain = smoothed.reshape(locs.shape[0], locs.shape[1], *smoothed.shape[1:])
+    ess_states = numpyro.diagnostics.effective_sample_size(by_chain)
+    return {
+        "locs": flat["locs"].mean(0),
+        "locs_se": flat["locs"].std(0) / np.sqrt(ess_locs),
+        "states": smoothed.mean(0),
+        "states_se": smoothed.std(0) / np.sqrt(ess_states),
+    }
 
 
 def test_a_truncation_that_cuts_posterior_mass_warns():

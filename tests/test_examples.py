@@ -75,6 +75,8 @@ def test_hmm_example(tmp_path):
         "--num-samples", "30",
     )  # fmt: skip
     assert (tmp_path / "hmm.png").is_file()
+    # LBPGibbs's choice from the structure: the chain summed out, then drawn
+    assert summary["discrete_kernel"] == "CollapsedDraw"
     assert summary["blocks"] == {"x": "1 chain(s) of 40 along axis 0"}
     for name in ("LBPGibbs(NUTS)", "NUTS, x enumerated"):
         assert math.isfinite(summary[name]["min_ess_per_s"])

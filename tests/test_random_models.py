@@ -564,6 +564,55 @@ def test_summed_out_sampler_samples_random_models(spec, chain_method, x64):
     sample_and_check(spec, "AutoDiscrete", chain_method, x64)
 
 
+@settings(max_examples=3, **SETTINGS)
+@given(spec=rm.chain_model_specs())
+def test_summed_out_chains_are_the_enumerated_marginal_on_random_models(spec, x64):
+    """Where the coordinates form chains that share no term, the default ``LBPGibbs`` sums
+    them out by the forward algorithm: its inner kernel's model is their exact marginal,
+    in value and gradient (the chain marginals of the custom gradient rule)."""
+    model = rm.build_model(spec)
+    kernel = LBPGibbs(NUTS(model))
+    with quiet():
+        kernel.init(random.key(spec.seed), 0, None, (), {})
+    draw = kernel.discrete_kernel
+    assert isinstance(draw, CollapsedDraw) and draw.chains is not None, spec.describe()
+    states = jnp.asarray(rm.enumerated_states(spec))
+    inner_model = kernel.inner_kernel.model
+
+    @jax.jit
+    def summed_out(mu, flat):
+        conditioning = with_conditioning({}, rm.unflatten(spec, flat))
+        return log_density(inner_model, (), conditioning, {"mu": mu})[0]
+
+    @jax.jit
+    def exact(mu):
+        def log_joint(flat):
+            return log_density(model, (), {}, {**rm.unflatten(spec, flat), "mu": mu})[0]
+
+        return jax.scipy.special.logsumexp(jax.vmap(log_joint)(states))
+
+    rng = np.random.default_rng(spec.seed)
+    for mu in (-1.3, 0.4):
+        flat = states[rng.integers(states.shape[0])]
+        np.testing.assert_allclose(summed_out(mu, flat), exact(mu), rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(
+            jax.grad(summed_out)(mu, flat), jax.grad(exact)(mu), rtol=1e-7, atol=1e-9
+        )
+
+
+@pytest.mark.slow
+@settings(max_examples=3, **SETTINGS)
+@given(
+    spec=rm.chain_model_specs(),
+    chain_method=st.sampled_from(CHAIN_METHODS),
+    x64=st.booleans(),
+)
+def test_summed_out_chains_sampler_samples_random_models(spec, chain_method, x64):
+    """The default ``LBPGibbs`` on such models (chains summed out, then drawn by forward
+    filtering, backward sampling) against the enumerated posterior of the discrete sites."""
+    sample_and_check(spec, "AutoDiscrete", chain_method, x64)
+
+
 # --- the bugs this suite found, minimal ---------------------------------------------------
 
 

@@ -167,11 +167,18 @@ def class_potentials(
     c: jax.Array,
     x: jax.Array,
     terms_x: jax.Array | None = None,
+    batch_size: int | None = None,
 ) -> tuple[jax.Array, jax.Array]:
     """The unary ``(B, L, M)`` and pairwise ``(B, L - 1, M, M)`` log-potentials of the blocks
     of class `c` given `x` (``-inf`` for values outside a coordinate's support): each term's
     change from `terms_x`, the terms at `x`, or its value where `terms_x` is ``None``. The
-    conditional is the same either way (the terms at `x` add a constant per block)."""
+    conditional is the same either way (the terms at `x` add a constant per block).
+
+    The evaluations run `batch_size` at a time (``M`` where ``None``). Batched, the
+    gradient of a model's gathers (``locs[x]``) is a batched scatter-add, slow on CPU: the
+    gradient of an HMM's marginal (``T = 1000, M = 4``) took 2.8 ms in batches of ``M`` and
+    1.0 ms one evaluation at a time, which leaves the values' time (0.27 and 0.32 ms)
+    nearly unchanged."""
     coords = jnp.asarray(plan.coords)[c]
     num_blocks, length = coords.shape
     m = plan.max_values
@@ -198,13 +205,14 @@ def class_potentials(
         return jnp.concatenate([terms, jnp.zeros(1, dtype)]) - shift
 
     values = jnp.arange(m)
+    batch_size = m if batch_size is None else batch_size
     num_slots = num_blocks * length
     has_pairs = plan.pair_terms.shape[1] > 0
     if has_pairs:
         # the unary terms and the pairs (u, u) from every term; the pairs (u, v != u)
         # from the span of the pair terms only
         columns = jnp.concatenate([unary_terms, pair_terms])
-        both = jax.vmap(lambda w: terms_at(w, w)[columns])(values)  # (M, U + P)
+        both = lax.map(lambda w: terms_at(w, w)[columns], values, batch_size=batch_size)
         diagonal = both[:, : unary_terms.shape[0]]
         lo, hi = plan.pair_span
         in_span = jnp.asarray(np.where(plan.pair_terms < hi, plan.pair_terms - lo, hi - lo))[c]
@@ -215,12 +223,12 @@ def class_potentials(
             apart = lax.map(
                 lambda uv: terms_at(uv[0], uv[1], (lo, hi))[in_span],
                 (first, second),
-                batch_size=m,
+                batch_size=batch_size,
             )  # (M (M - 1), P)
             grid = grid.at[first, second].set(apart)
         grid = jnp.moveaxis(grid, 2, 0)  # (P, M, M)
     else:
-        diagonal = jax.vmap(lambda w: terms_at(w, w)[unary_terms])(values)  # (M, U)
+        diagonal = lax.map(lambda w: terms_at(w, w)[unary_terms], values, batch_size=batch_size)
     phi = jnp.zeros((num_slots + 1, m), dtype)
     phi = phi.at[jnp.asarray(plan.unary_slots)[c]].add(diagonal.T)[:num_slots]
     phi = phi.reshape(num_blocks, length, m)

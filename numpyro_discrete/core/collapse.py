@@ -1,7 +1,9 @@
 """Discrete coordinates summed out of the target of the continuous ones and drawn back from
 their exact conditional: the two halves of a partially collapsed Gibbs sampler (van Dyk and
 Park 2008), for coordinates that are independent given the continuous sites ``theta`` (one
-colour class of a proven colouring: each term of ``log pi`` depends on at most one of them).
+colour class of a proven colouring: each term of ``log pi`` depends on at most one of them),
+and for chains of coordinates that share no term (one class of chain blocks covering every
+coordinate: an HMM's states), :func:`chain_table`.
 
 Then ``log pi(x, theta) = f(theta) + sum_j s_j(x_j; theta)``, and the continuous sites'
 marginal is ``log p(theta) = f(theta) + sum_j logsumexp_v s_j(v; theta)``, differentiable in
@@ -11,6 +13,13 @@ changes each term through its one coordinate only. A sampler that moves ``theta`
 marginal and then draws ``x`` from ``prod_j pi(x_j | theta)`` leaves the joint invariant;
 the draw must follow the move (drawn before it, ``x`` would be paired with a stale
 ``theta``).
+
+Chains: ``log pi(x, theta) = f(theta) + sum_b [sum_i phi_bi(x_bi) + sum_i psi_bi(x_bi,
+x_b,i+1)]``, and the marginal is ``f(theta) + sum_b log Z_b(theta)``, each block's
+normaliser by the forward algorithm (:func:`~numpyro_discrete.core.chain_marginal.
+log_normaliser`, whose gradient is the chain's marginals); the potentials come from the
+``M^2`` evaluations of :func:`~numpyro_discrete.core.block_gibbs.class_potentials`, the draw
+is the block's forward filtering, backward sampling.
 
 A coordinate's options are its support's first :data:`MAX_SUMMED_VALUES` values; a larger
 support (a Poisson count) is truncated there, which samples the posterior conditioned on
@@ -48,14 +57,22 @@ import jax
 import jax.numpy as jnp
 
 from numpyro_discrete.core import noise
+from numpyro_discrete.core.block_gibbs import BlockPlan, block_plan, class_potentials
+from numpyro_discrete.core.chain_marginal import log_normaliser
 from numpyro_discrete.core.local_ratios import stencil_sums
 from numpyro_discrete.core.neighbourhood import UNBOUNDED, CoordinateSupports, SupportKind
 from numpyro_discrete.core.rows import row_inverse_cdf, row_logsumexp, row_max, row_take
+from numpyro_discrete.structure.chain_blocks import ChainBlocks
+from numpyro_discrete.structure.colouring import TermStructure
 from numpyro_discrete.structure.stencils import Stencil, find_stencil
 
 __all__ = [
+    "MAX_CHAIN_VALUES",
     "MAX_SUMMED_VALUES",
+    "ChainTable",
     "OptionTable",
+    "chain_log_marginal",
+    "chain_table",
     "draw",
     "log_marginal",
     "log_potentials",
@@ -64,6 +81,11 @@ __all__ = [
 
 MAX_SUMMED_VALUES = 128
 """The most options of a summed-out coordinate: a larger support is truncated there."""
+
+MAX_CHAIN_VALUES = 16
+"""The most values of a coordinate of a chain to sum out: the potentials cost ``M^2``
+evaluations of the model's terms per gradient (``M (M - 1)`` of them of the pair terms
+only), at most about :data:`~numpyro_discrete.kernels.auto.SWEEP_BUDGET`."""
 
 LogTerms = Callable[[jax.Array], jax.Array]
 
@@ -173,3 +195,55 @@ def draw(
     last = s[:, -1] - row_logsumexp(s)
     top_probability = jnp.max(jnp.where(jnp.asarray(table.truncated), jnp.exp(last), 0.0))
     return x, jnp.sum(row_take(s, slot)), top_probability
+
+
+class ChainTable(NamedTuple):
+    """
+    One class of chain blocks that holds every coordinate, static.
+
+    - **plan** - the blocks' :class:`~numpyro_discrete.core.block_gibbs.BlockPlan` (one
+      class).
+    - **free_terms** - the terms of no coordinate.
+    """
+
+    plan: BlockPlan
+    free_terms: np.ndarray
+
+
+def chain_table(
+    blocks: ChainBlocks, structure: TermStructure, supports: CoordinateSupports
+) -> ChainTable:
+    """The table of `blocks` to sum out; raises ``ValueError`` naming why they cannot be:
+    more than one class, a coordinate outside every block, a term that depends on two
+    coordinates that are not neighbours in a block (or on three), a coordinate with more
+    than :data:`MAX_CHAIN_VALUES` values."""
+    num_coords = structure.num_coords
+    if blocks.num_classes != 1:
+        raise ValueError(f"the chains interact ({blocks.num_classes} classes of blocks)")
+    if structure.dense_terms.size:
+        raise ValueError("a term depends on every coordinate")
+    plan = block_plan(blocks, structure, supports)
+    if np.setdiff1d(np.arange(num_coords), plan.coords).size:
+        raise ValueError("some coordinates are in no chain")
+    if plan.max_values > MAX_CHAIN_VALUES:
+        raise ValueError(
+            f"a coordinate has {plan.max_values} values (at most {MAX_CHAIN_VALUES} are "
+            "summed over along a chain)"
+        )
+    # every term of a coordinate must be one of the potentials, once
+    coupled = np.unique(structure.pair_terms)
+    read = np.concatenate([plan.unary_terms[0], plan.pair_terms[0]])
+    read = read[read < structure.num_terms]
+    if read.size != coupled.size or np.setdiff1d(coupled, read).size:
+        raise ValueError("a term depends on coordinates that are not neighbours in a chain")
+    free = np.setdiff1d(np.arange(structure.num_terms), coupled).astype(np.int32)
+    return ChainTable(plan, free)
+
+
+def chain_log_marginal(log_terms: LogTerms, table: ChainTable) -> jax.Array:
+    """``log p(theta) = f(theta) + sum_b log Z_b(theta)``, differentiable in ``theta``."""
+    x = jnp.asarray(table.plan.lower[:-1])  # any state: no potential depends on it
+    # one evaluation at a time: the gradient of batched ones is slow on CPU
+    phi, psi = class_potentials(log_terms, table.plan, 0, x, batch_size=1)
+    free = jnp.sum(log_terms(x)[jnp.asarray(table.free_terms)])
+    return free + jnp.sum(log_normaliser(phi, psi))

@@ -3,11 +3,13 @@ of :class:`~numpyro_discrete.LBPGibbs`): at ``init`` it reads the structure once
 
 0. inside :class:`~numpyro_discrete.LBPGibbs`, :class:`~numpyro_discrete.CollapsedDraw`
    where the discrete coordinates are independent given the continuous sites (mixture
-   labels, occupancy indicators, abundances): the inner kernel moves the continuous sites
-   with the discrete ones summed out, which no ridge between the two can slow down. Not
-   for one coordinate: its exact Gibbs draw mixes as well, and the marginal costs ``M``
-   evaluations per gradient (the gallery's change point, 112 values: 1446 ESS/s summed
-   out against 13208 by a Gibbs draw);
+   labels, occupancy indicators, abundances) or form chains that share no term (an HMM's
+   states, coordinates of at most :data:`~numpyro_discrete.core.collapse.MAX_CHAIN_VALUES`
+   values): the inner kernel moves the continuous sites with the discrete ones summed
+   out, which no ridge between the two can slow down. Not for one coordinate: its exact
+   Gibbs draw mixes as well, and the marginal costs ``M`` evaluations per gradient (the
+   gallery's change point, 112 values: 1446 ESS/s summed out against 13208 by a Gibbs
+   draw);
 1. :class:`~numpyro_discrete.BlockGibbs` where a site's coordinates form coupled chains
    along one axis (an HMM's states in time, each chain of a factorial HMM): a joint draw
    of each chain from its exact conditional crosses what one-site moves cannot;
@@ -43,7 +45,7 @@ from numpyro_discrete.core.pair_tables import pair_tables
 from numpyro_discrete.kernels.base import DiscreteKernel
 from numpyro_discrete.kernels.block_gibbs import BlockGibbs
 from numpyro_discrete.kernels.chromatic import ChromaticGibbs
-from numpyro_discrete.kernels.collapsed import CollapsedDraw, independence_problem
+from numpyro_discrete.kernels.collapsed import CollapsedDraw, chain_problem, independence_problem
 from numpyro_discrete.kernels.lbp import ALBP
 from numpyro_discrete.model.errors import named_model_errors
 from numpyro_discrete.model.move_scales import support_spans
@@ -87,6 +89,12 @@ def choose_discrete_kernel(target: DiscreteTarget, summable: bool = False) -> Ke
                 "the discrete coordinates are independent given the continuous sites: "
                 "summed out of the continuous sites' target, then drawn exactly",
             )
+    if summable and layout.num_coords > 1 and not chain_problem(target):
+        return KernelChoice(
+            CollapsedDraw,
+            "the discrete coordinates form chains that share no term: summed out of the "
+            "continuous sites' target by the forward algorithm, then drawn jointly",
+        )
     counts = value_counts(supports)
     if not structure.dense_terms.size and counts.max() <= MAX_BLOCK_VALUES:
         axes = chain_axes(structure, layout.names, layout.shapes)

@@ -1,8 +1,8 @@
 """The discrete block of a partially collapsed Gibbs sampler, :class:`CollapsedDraw`: where the
-discrete coordinates are independent given the continuous sites, :class:`~numpyro_discrete.
-LBPGibbs` moves the continuous sites on their marginal, the discrete ones summed out
-(:func:`summed_out_model`), and then draws the discrete ones from their exact conditional
-(:mod:`numpyro_discrete.core.collapse`)."""
+discrete coordinates are independent given the continuous sites, or form chains that share
+no term, :class:`~numpyro_discrete.LBPGibbs` moves the continuous sites on their marginal,
+the discrete ones summed out (:func:`summed_out_model`), and then draws the discrete ones
+from their exact conditional (:mod:`numpyro_discrete.core.collapse`)."""
 
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -19,19 +19,22 @@ from numpyro import handlers
 from numpyro.infer.gibbs import GibbsState, with_conditioning
 from numpyro.primitives import Messenger
 
-from numpyro_discrete.core import collapse
+from numpyro_discrete.core import block_gibbs, collapse
 from numpyro_discrete.core.neighbourhood import UNBOUNDED
 from numpyro_discrete.core.state import Info, SweepState
 from numpyro_discrete.kernels.exact_sweep import ExactSweepKernel, ExactSweepState
 from numpyro_discrete.model.errors import ModelError
 from numpyro_discrete.model.target import DiscreteTarget
+from numpyro_discrete.structure.chain_blocks import chain_axes, find_chain_blocks
 
 __all__ = [
     "SUMMED_OUT_FACTOR",
     "TRUNCATION_TOLERANCE",
     "CollapsedDraw",
     "CollapsedDrawState",
+    "chain_problem",
     "collapsed_sweep",
+    "independence_problem",
     "summed_out_model",
 ]
 
@@ -55,18 +58,23 @@ class CollapsedDraw(ExactSweepKernel):
     """
     Draws every discrete coordinate at once from its exact conditional, for models whose
     discrete coordinates are independent given the continuous sites (mixture labels,
-    occupancy and capture indicators, abundances of independent sites): each term of the
-    log joint depends on at most one of them (one colour class, detection proven).
+    occupancy and capture indicators, abundances of independent sites: each term of the
+    log joint depends on at most one of them, one colour class, detection proven), or form
+    chains that share no term (an HMM's states in time, one chain per independent
+    sequence: one class of :class:`BlockGibbs`'s chain blocks holding every coordinate,
+    each term on one coordinate or two neighbours of a chain).
 
     As the discrete kernel of :class:`~numpyro_discrete.LBPGibbs` (chosen by default where
     it applies), it is the second half of a partially collapsed Gibbs sampler [1]: the
     inner ``HMC``/``NUTS`` moves the continuous sites on their marginal, the discrete
     coordinates summed out (``sum_j logsumexp_v`` of each coordinate's terms, from ``M``
-    batched evaluations of the model, differentiable), and the coordinates are then drawn
-    given the new continuous values. The continuous sites never wait for the discrete ones:
-    a ridge between them (an N-mixture's abundances and detection probability, a mixture's
-    labels and locations) costs nothing. Alone, on a model without continuous sites, it
-    draws independent exact samples.
+    batched evaluations of the model; for chains, each chain's normaliser by the forward
+    algorithm, from ``M^2`` evaluations; differentiable), and the coordinates are then
+    drawn given the new continuous values (chains by forward filtering, backward sampling).
+    The continuous sites never wait for the discrete ones: a ridge between them (an
+    N-mixture's abundances and detection probability, a mixture's labels and locations, an
+    HMM's states and state means) costs nothing. Alone, on a model without continuous
+    sites, it draws independent exact samples.
 
     A coordinate's options are its support's first ``max_values`` values: a larger support
     (a Poisson count) is truncated there, which samples the posterior conditioned on every
@@ -79,9 +87,11 @@ class CollapsedDraw(ExactSweepKernel):
        Park (2008)
 
     :param model: Python callable containing numpyro primitives.
-    :param int max_values: the most options of a coordinate (default
+    :param int max_values: the most options of an independent coordinate (default
         :data:`~numpyro_discrete.core.collapse.MAX_SUMMED_VALUES`); each costs one batched
-        evaluation of the model's terms per draw, and per gradient of the marginal.
+        evaluation of the model's terms per draw, and per gradient of the marginal. A
+        coordinate of a chain has at most
+        :data:`~numpyro_discrete.core.collapse.MAX_CHAIN_VALUES` values, never truncated.
 
     **Example**
 
@@ -124,26 +134,52 @@ class CollapsedDraw(ExactSweepKernel):
 
     @property
     def table(self) -> collapse.OptionTable | None:
-        """The options of every coordinate and the terms of each (after ``init``)."""
+        """The options of every coordinate and the terms of each (after ``init``; ``None``
+        for chains)."""
         return self._table
+
+    @property
+    def chains(self) -> collapse.ChainTable | None:
+        """The chain blocks summed out (after ``init``; ``None`` for independent
+        coordinates)."""
+        return self._chains
+
+    @property
+    def blocks(self) -> dict[str, str] | None:
+        """Per site, what is summed out, in words (after ``init``; ``None`` before)."""
+        return None if self._blocks is None else dict(self._blocks)
 
     def _reset_init(self) -> None:
         super()._reset_init()
         self._table: collapse.OptionTable | None = None
+        self._chains: collapse.ChainTable | None = None
+        self._blocks: dict[str, str] | None = None
         self._warned_truncation = False
 
     def get_diagnostics_str(self, state: CollapsedDrawState) -> str:
+        if self._chains is not None:
+            return f"exact draws of chains of {self._chains.plan.max_values} values"
         return f"exact draws, {self._table.values.shape[1]} options"
 
     def _setup(self, target: DiscreteTarget) -> None:
         problem = independence_problem(target)
         if problem:
-            raise ModelError(
-                f"CollapsedDraw needs discrete coordinates that are independent given the "
-                f"continuous sites, but {problem}. Use ChromaticGibbs or the default "
-                "discrete kernel of LBPGibbs."
-            )
+            along_chains = chain_problem(target)
+            if along_chains:
+                raise ModelError(
+                    f"CollapsedDraw needs discrete coordinates that are independent given the "
+                    f"continuous sites, or chains of them that share no term; but {problem}, "
+                    f"and {along_chains}. Use BlockGibbs, ChromaticGibbs or the default "
+                    "discrete kernel of LBPGibbs."
+                )
+            self._setup_chains(target)
+            return
         structure = target.structure
+        layout = target.layout
+        self._blocks = {
+            name: f"{layout.site_coords(name).size} independent coordinate(s)"
+            for name in layout.names
+        }
         self._table = table = collapse.option_table(
             target.supports,
             structure.pair_terms,
@@ -155,7 +191,7 @@ class CollapsedDraw(ExactSweepKernel):
 
         def transition(
             rng_key: jax.Array, state: SweepState, log_terms: Callable, step: jax.Array
-        ) -> tuple[SweepState, Info]:
+        ) -> tuple[SweepState, tuple[Info, jax.Array]]:
             free, s = collapse.log_potentials(log_terms, table)
             x, log_p, top = collapse.draw(rng_key, table, s)
             info = Info(
@@ -167,13 +203,29 @@ class CollapsedDraw(ExactSweepKernel):
 
         self._transition = transition
 
+    def _setup_chains(self, target: DiscreteTarget) -> None:
+        layout = target.layout
+        blocks = find_chain_blocks(target.structure, layout.names, layout.shapes)
+        self._chains = collapse.chain_table(blocks, target.structure, layout.coordinate_supports())
+        self._blocks = blocks.describe(dict(zip(layout.names, layout.shapes, strict=True)))
+        # every draw is the chains' exact conditional: BlockGibbs's sweep of one class
+        sweep = block_gibbs.build_kernel(self._chains.plan, mh_test=False)
+
+        def transition(
+            rng_key: jax.Array, state: SweepState, log_terms: Callable, step: jax.Array
+        ) -> tuple[SweepState, tuple[Info, jax.Array]]:
+            new, info = sweep(rng_key, state, log_terms)
+            return new, (info, jnp.zeros((), new.log_density.dtype))
+
+        self._transition = transition
+
     def _step(
         self, state: CollapsedDrawState, position: SweepState, log_terms: Callable
     ) -> CollapsedDrawState:
         key_next, key_step = random.split(state.rng_key)
         new, (info, top) = self._transition(key_step, position, log_terms, state.i)
         state = self.state_type(**self._step_fields(state, new, info, key_next))
-        if self._check_in_sample and np.any(self._table.truncated):
+        if self._check_in_sample and self._table is not None and np.any(self._table.truncated):
             state = self._check_truncation(state, top)
         return state
 
@@ -219,8 +271,11 @@ class CollapsedDraw(ExactSweepKernel):
     def log_marginal(self, model_args: tuple, model_kwargs: Mapping[str, Any]) -> jax.Array:
         """``log p(theta) = f(theta) + sum_j logsumexp_v s_j(v; theta)``, the continuous
         sites' marginal at the values ``theta`` the model is conditioned on in
-        `model_kwargs`, from ``M`` batched evaluations of the model's terms."""
+        `model_kwargs`, from ``M`` batched evaluations of the model's terms (for chains
+        ``f(theta) + sum_b log Z_b(theta)``, from ``M^2``)."""
         log_terms = self._target.log_terms(model_args, model_kwargs)
+        if self._chains is not None:
+            return collapse.chain_log_marginal(log_terms, self._chains)
         return collapse.log_marginal(*collapse.log_potentials(log_terms, self._table))
 
 
@@ -235,6 +290,36 @@ def independence_problem(target: DiscreteTarget) -> str:
         return "the detection read values that may change, so independence is not proven"
     if np.any(target.supports.lower <= -UNBOUNDED):
         return "a site's support is unbounded below"
+    return ""
+
+
+def chain_problem(target: DiscreteTarget) -> str:
+    """Why the coordinates of `target` cannot be summed out as chains that share no term
+    (empty if they can)."""
+    structure, layout = target.structure, target.layout
+    if target.structure_note:
+        return f"the structure could not be read ({target.structure_note})"
+    if not structure.exact:
+        return "the detection read values that may change, so the chains are not proven"
+    counts = block_gibbs.value_counts(layout.coordinate_supports())
+    if counts.max() > collapse.MAX_CHAIN_VALUES:
+        return (
+            f"a coordinate has more than {collapse.MAX_CHAIN_VALUES} values (at most "
+            f"{collapse.MAX_CHAIN_VALUES} are summed over along a chain)"
+        )
+    if structure.dense_terms.size:
+        return "a term depends on every coordinate"
+    axes = chain_axes(structure, layout.names, layout.shapes)
+    if not all(len(found) == 1 for found in axes.values()):
+        return "not every site's coordinates form chains along one axis"
+    try:
+        collapse.chain_table(
+            find_chain_blocks(structure, layout.names, layout.shapes),
+            structure,
+            layout.coordinate_supports(),
+        )
+    except ValueError as error:
+        return str(error)
     return ""
 
 
