@@ -281,6 +281,35 @@ def test_a_chain_is_summed_out_to_the_enumerated_marginal(x64):
             np.testing.assert_allclose(grads[0][name], grads[1][name], rtol=1e-8, atol=1e-12)
 
 
+def sequences(y):
+    """Independent binary sequences, more of them than steps: ``x`` is a chain along both
+    axes (no term couples two sequences), and the blocks run along the coupled one."""
+    scale = numpyro.sample("scale", dist.HalfNormal(2.0))
+    x = numpyro.sample("x", dist.Bernoulli(0.4).expand(y.shape).to_event(2))
+    numpyro.factor("stick", 1.5 * jnp.sum(x[:, 1:] == x[:, :-1]))
+    numpyro.sample("y", dist.Normal(scale * x, 1.0), obs=y)
+
+
+def test_independent_sequences_are_summed_out_along_time(x64):
+    y = jnp.asarray(np.random.default_rng(3).normal(1.0, 1.0, (4, 3)))
+    kernel = initialised(sequences, (y,))
+    draw = kernel.discrete_kernel
+    assert isinstance(draw, CollapsedDraw) and draw.blocks == {"x": "4 chain(s) of 3 along axis 1"}
+
+    @jax.jit
+    def summed_out(scale):
+        conditioning = with_conditioning({}, {"x": jnp.zeros((4, 3), jnp.int32)})
+        return log_density(kernel.inner_kernel.model, (y,), conditioning, {"scale": scale})[0]
+
+    @jax.jit
+    def exact(scale):
+        return enumerated_marginal(sequences, (y,), {"scale": scale}, "x", range(2), (4, 3))
+
+    for scale in (0.4, 1.7):
+        np.testing.assert_allclose(summed_out(scale), exact(scale), rtol=1e-10)
+        np.testing.assert_allclose(jax.grad(summed_out)(scale), jax.grad(exact)(scale), rtol=1e-8)
+
+
 def test_the_chain_draw_is_the_enumerated_conditional():
     """The draw MCMC runs (``CollapsedDraw.sample``) against the exact conditional of the
     state sequence given the continuous sites: chi-square over the 243 sequences."""

@@ -25,7 +25,7 @@ from numpyro_discrete.core.state import Info, SweepState
 from numpyro_discrete.kernels.exact_sweep import ExactSweepKernel, ExactSweepState
 from numpyro_discrete.model.errors import ModelError
 from numpyro_discrete.model.target import DiscreteTarget
-from numpyro_discrete.structure.chain_blocks import chain_axes, find_chain_blocks
+from numpyro_discrete.structure.chain_blocks import find_chain_blocks
 
 __all__ = [
     "SUMMED_OUT_FACTOR",
@@ -309,10 +309,9 @@ def chain_problem(target: DiscreteTarget) -> str:
         )
     if structure.dense_terms.size:
         return "a term depends on every coordinate"
-    axes = chain_axes(structure, layout.names, layout.shapes)
-    if not all(len(found) == 1 for found in axes.values()):
-        return "not every site's coordinates form chains along one axis"
     try:
+        # each site's longest axis whose lines are chains: independent sequences (S, T)
+        # are chains along both axes, and run along T
         collapse.chain_table(
             find_chain_blocks(structure, layout.names, layout.shapes),
             structure,

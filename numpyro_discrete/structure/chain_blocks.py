@@ -6,7 +6,9 @@ filtering, backward sampling.
 A block ``B = (b_1..b_L)`` is a chain when every term depends on at most two coordinates of
 ``B``, and only on consecutive ones. For each site, :func:`find_chain_blocks` tries every
 axis (the lines of the site's array along it) and keeps the longest axis whose lines are
-all chains; the coordinates of sites without one are blocks of length 1. Blocks that share
+all chains and hold a pair term (independent sequences ``(S, T)`` are chains along ``S``
+too, of coordinates that never interact); the coordinates of sites without one are blocks
+of length 1. Blocks that share
 a term are given different classes (a colouring of the block graph), so that the blocks of
 a class can be drawn at once: a factorial HMM with ``K`` chains needs ``K`` classes, the rows
 of a lattice 2, an HMM's single chain 1.
@@ -73,6 +75,16 @@ def _site_lines(offset: int, shape: tuple[int, ...], axis: int) -> np.ndarray:
     return np.moveaxis(grid, axis, -1).reshape(-1, shape[axis])
 
 
+def _couples(structure: TermStructure, lines: np.ndarray, num_coords: int) -> bool:
+    """Whether a term depends on two coordinates of one of the `lines`."""
+    line_of = np.full(num_coords, -1, np.int64)
+    line_of[lines.ravel()] = np.repeat(np.arange(lines.shape[0]), lines.shape[1])
+    inside = line_of[structure.pair_coords] >= 0
+    key = structure.pair_terms[inside].astype(np.int64) * lines.shape[0]
+    key = key + line_of[structure.pair_coords[inside]]
+    return np.unique(key).size < key.size
+
+
 def chain_axis_problem(structure: TermStructure, lines: np.ndarray, num_coords: int) -> str | None:
     """Why the `lines` (``(lines, length)`` coordinates) are not chains of the terms of
     `structure`, or ``None`` when every line is one."""
@@ -137,7 +149,8 @@ def find_chain_blocks(
 ) -> ChainBlocks:
     """
     The chain blocks of `structure` (see the module's docstring): per site the longest
-    axis whose lines are chains (ties: the last axis), or the axis `stated_axes` gives
+    axis whose lines are chains and hold a pair term (ties: the last axis; without pair
+    terms, the longest), or the axis `stated_axes` gives
     (:class:`NotAChainError` if its lines are not chains).
     """
     num_coords = structure.num_coords
@@ -170,14 +183,19 @@ def find_chain_blocks(
                 )
             chosen = axis
         else:
-            by_length = sorted(range(len(shape)), key=lambda a: (shape[a], a), reverse=True)
-            for axis in by_length:
-                if shape[axis] < 2:
-                    continue
-                lines = _site_lines(offset, shape, axis)
-                if chain_axis_problem(structure, lines, num_coords) is None:
-                    chosen = axis
-                    break
+            # lines that hold pair terms first (independent sequences (S, T) are chains
+            # along S too, of uncoupled coordinates), then the longest
+            candidates = [
+                (_couples(structure, lines, num_coords), shape[axis], axis)
+                for axis in range(len(shape))
+                if shape[axis] >= 2
+                and chain_axis_problem(
+                    structure, lines := _site_lines(offset, shape, axis), num_coords
+                )
+                is None
+            ]
+            if candidates:
+                chosen = max(candidates)[2]
         axes[name] = chosen
         if chosen is None:
             blocks.extend(offset + np.arange(size)[:, None])
