@@ -43,9 +43,10 @@ class LBPGibbs(Gibbs):
     continuous sites given the discrete ones. By default the discrete kernel is chosen from
     the model's structure at ``init`` (:class:`~numpyro_discrete.kernels.auto.AutoDiscrete`):
     :class:`CollapsedDraw` where the discrete coordinates are independent given the
-    continuous ones (the sweep is then reversed: the inner kernel moves the continuous
-    sites on their marginal, the discrete sites summed out, and the discrete sites are
-    drawn exactly given the new values [5]), :class:`BlockGibbs` for coupled chains,
+    continuous ones or form chains that share no term, such as an HMM's states (the sweep
+    is then reversed: the inner kernel moves the continuous sites on their marginal, the
+    discrete sites summed out, and the discrete sites are drawn exactly given the new
+    values [5]), :class:`BlockGibbs` for chains that interact,
     :class:`ChromaticGibbs` where a sweep of exact conditionals is cheap, :class:`ALBP`
     (locally balanced path proposals whose length ``R`` is adapted during warmup [1, 2])
     for large dense models; :attr:`discrete_kernel` is the one chosen. Each block's cached
