@@ -92,19 +92,25 @@ def run_chain(key, unary, pairwise, states):
     return outputs
 
 
-@settings(max_examples=3, **SETTINGS)
-@given(
-    length=st.integers(1, 5),
-    num_values=st.integers(1, 4),
-    invalid=st.sampled_from([0.0, 0.25, 0.5]),
-    seed=st.integers(0, 2**31 - 1),
-)
-@example(length=5, num_values=3, invalid=0.0, seed=0)
-@example(length=4, num_values=4, invalid=0.25, seed=1)
-@example(length=5, num_values=2, invalid=0.25, seed=2)
-@example(length=1, num_values=3, invalid=0.0, seed=3)
-@example(length=4, num_values=1, invalid=0.0, seed=4)
-@example(length=3, num_values=2, invalid=1.0, seed=5)  # no possible state
+def random_chain_cases(test):
+    """`test(length, num_values, invalid, seed)` on random chains (:func:`random_chain`),
+    with the cases that once failed or are edge cases: one value, one position, no possible
+    state (every pair invalid)."""
+    cases = [(5, 3, 0.0, 0), (4, 4, 0.25, 1), (5, 2, 0.25, 2), (1, 3, 0.0, 3), (4, 1, 0.0, 4)]
+    cases.append((3, 2, 1.0, 5))
+    for length, num_values, invalid, seed in reversed(cases):
+        test = example(length=length, num_values=num_values, invalid=invalid, seed=seed)(test)
+    return settings(max_examples=3, **SETTINGS)(
+        given(
+            length=st.integers(1, 5),
+            num_values=st.integers(1, 4),
+            invalid=st.sampled_from([0.0, 0.25, 0.5]),
+            seed=st.integers(0, 2**31 - 1),
+        )(test)
+    )
+
+
+@random_chain_cases
 def test_exact_against_enumeration(length, num_values, invalid, seed):
     rng = np.random.default_rng(seed)
     unary, pairwise = random_chain(rng, length, num_values, invalid)
@@ -308,17 +314,7 @@ def enumerated_marginals(unary, pairwise):
     return single, pair
 
 
-@settings(max_examples=3, **SETTINGS)
-@given(
-    length=st.integers(1, 5),
-    num_values=st.integers(1, 4),
-    invalid=st.sampled_from([0.0, 0.25, 0.5]),
-    seed=st.integers(0, 2**31 - 1),
-)
-@example(length=5, num_values=3, invalid=0.0, seed=0)
-@example(length=4, num_values=4, invalid=0.25, seed=1)
-@example(length=1, num_values=3, invalid=0.0, seed=3)
-@example(length=3, num_values=2, invalid=1.0, seed=5)  # no possible state: zero gradient
+@random_chain_cases
 def test_log_normaliser_gradient_is_the_enumerated_marginals(length, num_values, invalid, seed):
     """:func:`~numpyro_discrete.core.chain_marginal.log_normaliser`'s value and custom
     gradient against enumeration (64 bits, 1e-9), and against reverse-mode differentiation

@@ -484,17 +484,18 @@ def test_many_random_model_kernel_pairs(pair):
 # --- the discrete sites summed out (CollapsedDraw) ------------------------------------------
 
 
-@settings(max_examples=2, **SETTINGS)
-@given(spec=rm.independent_model_specs())
-def test_summed_out_model_is_the_enumerated_marginal_on_random_models(spec, x64):
-    """Where the coordinates are independent given the continuous site, the default
-    ``LBPGibbs`` sums them out: its inner kernel's model is their exact marginal, in value
-    and gradient, at any discrete values it is conditioned on."""
+def check_summed_out_model(spec, chains: bool) -> None:
+    """The inner kernel's model of the default ``LBPGibbs`` on `spec`'s model is the exact
+    marginal of the discrete sites (chains summed out by the forward algorithm where
+    `chains`, independent coordinates otherwise), in value and gradient, at any discrete
+    values it is conditioned on."""
     model = rm.build_model(spec)
     kernel = LBPGibbs(NUTS(model))
     with quiet():
         kernel.init(random.key(spec.seed), 0, None, (), {})
-    assert isinstance(kernel.discrete_kernel, CollapsedDraw), spec.describe()
+    draw = kernel.discrete_kernel
+    assert isinstance(draw, CollapsedDraw), spec.describe()
+    assert (draw.chains is not None) == chains, spec.describe()
     states = jnp.asarray(rm.enumerated_states(spec))
     inner_model = kernel.inner_kernel.model
 
@@ -517,6 +518,15 @@ def test_summed_out_model_is_the_enumerated_marginal_on_random_models(spec, x64)
         np.testing.assert_allclose(
             jax.grad(summed_out)(mu, flat), jax.grad(exact)(mu), rtol=1e-7, atol=1e-9
         )
+
+
+@settings(max_examples=2, **SETTINGS)
+@given(spec=rm.independent_model_specs())
+def test_summed_out_model_is_the_enumerated_marginal_on_random_models(spec, x64):
+    """Where the coordinates are independent given the continuous site, the default
+    ``LBPGibbs`` sums them out: its inner kernel's model is their exact marginal, in value
+    and gradient, at any discrete values it is conditioned on."""
+    check_summed_out_model(spec, chains=False)
 
 
 @settings(max_examples=3, **SETTINGS)
@@ -570,34 +580,7 @@ def test_summed_out_chains_are_the_enumerated_marginal_on_random_models(spec, x6
     """Where the coordinates form chains that share no term, the default ``LBPGibbs`` sums
     them out by the forward algorithm: its inner kernel's model is their exact marginal,
     in value and gradient (the chain marginals of the custom gradient rule)."""
-    model = rm.build_model(spec)
-    kernel = LBPGibbs(NUTS(model))
-    with quiet():
-        kernel.init(random.key(spec.seed), 0, None, (), {})
-    draw = kernel.discrete_kernel
-    assert isinstance(draw, CollapsedDraw) and draw.chains is not None, spec.describe()
-    states = jnp.asarray(rm.enumerated_states(spec))
-    inner_model = kernel.inner_kernel.model
-
-    @jax.jit
-    def summed_out(mu, flat):
-        conditioning = with_conditioning({}, rm.unflatten(spec, flat))
-        return log_density(inner_model, (), conditioning, {"mu": mu})[0]
-
-    @jax.jit
-    def exact(mu):
-        def log_joint(flat):
-            return log_density(model, (), {}, {**rm.unflatten(spec, flat), "mu": mu})[0]
-
-        return jax.scipy.special.logsumexp(jax.vmap(log_joint)(states))
-
-    rng = np.random.default_rng(spec.seed)
-    for mu in (-1.3, 0.4):
-        flat = states[rng.integers(states.shape[0])]
-        np.testing.assert_allclose(summed_out(mu, flat), exact(mu), rtol=1e-9, atol=1e-9)
-        np.testing.assert_allclose(
-            jax.grad(summed_out)(mu, flat), jax.grad(exact)(mu), rtol=1e-7, atol=1e-9
-        )
+    check_summed_out_model(spec, chains=True)
 
 
 @pytest.mark.slow
