@@ -69,6 +69,31 @@ def enumerated_marginal(model, args, theta, site, values, shape):
     return logsumexp(jax.vmap(log_joint, in_axes=(None, 0))(theta, states))
 
 
+def check_summed_out_model(kernel, model, args, site, num_values, thetas, rng, atol=0.0):
+    """The inner kernel's model of `kernel` (an initialised ``LBPGibbs`` whose discrete
+    kernel sums `site` out) against the marginal of `model` enumerated over `site`'s
+    `num_values` values: in value (1e-10) and gradient (1e-8) at each of `thetas` and a
+    random value of `site`. Returns the enumerated marginal, jitted."""
+    shape = args[0].shape
+    inner_model = kernel.inner_kernel.model
+
+    @jax.jit
+    def summed_out(theta, x):
+        return log_density(inner_model, args, with_conditioning({}, x), theta)[0]
+
+    @jax.jit
+    def exact(theta):
+        return enumerated_marginal(model, args, theta, site, range(num_values), shape)
+
+    for theta in thetas:
+        x = {site: jnp.asarray(rng.integers(0, num_values, shape[0]))}
+        np.testing.assert_allclose(summed_out(theta, x), exact(theta), rtol=1e-10)
+        grads = jax.grad(summed_out)(theta, x), jax.grad(exact)(theta)
+        for name in theta:
+            np.testing.assert_allclose(grads[0][name], grads[1][name], rtol=1e-8, atol=atol)
+    return exact
+
+
 def test_the_inner_kernels_model_is_the_enumerated_marginal(x64):
     """In value and gradient at random continuous and discrete values, and as numpyro's
     potential in the unconstrained space (the Jacobian of a constrained site kept)."""
@@ -76,23 +101,12 @@ def test_the_inner_kernels_model_is_the_enumerated_marginal(x64):
     kernel = initialised(label_model, (y,))
     assert isinstance(kernel.discrete_kernel, CollapsedDraw)
     inner_model = kernel.inner_kernel.model
-
-    @jax.jit
-    def summed_out(theta, x):
-        return log_density(inner_model, (y,), with_conditioning({}, x), theta)[0]
-
-    @jax.jit
-    def exact(theta):
-        return enumerated_marginal(label_model, (y,), theta, "z", range(3), Y.shape)
-
     rng = np.random.default_rng(0)
-    for _ in range(3):
-        theta = {"loc": jnp.asarray(rng.normal() * 2), "scale": jnp.asarray(rng.uniform(0.3, 2))}
-        x = {"z": jnp.asarray(rng.integers(0, 3, Y.shape[0]))}
-        np.testing.assert_allclose(summed_out(theta, x), exact(theta), rtol=1e-10)
-        grads = jax.grad(summed_out)(theta, x), jax.grad(exact)(theta)
-        for name in theta:
-            np.testing.assert_allclose(grads[0][name], grads[1][name], rtol=1e-8)
+    thetas = [
+        {"loc": jnp.asarray(rng.normal() * 2), "scale": jnp.asarray(rng.uniform(0.3, 2))}
+        for _ in range(3)
+    ]
+    exact = check_summed_out_model(kernel, label_model, (y,), "z", 3, thetas, rng)
 
     # numpyro's potential of the summed-out model, in the unconstrained space, is the
     # model's potential at the same discrete values minus the sum over them: the
@@ -261,24 +275,9 @@ def test_a_chain_is_summed_out_to_the_enumerated_marginal(x64):
     draw = kernel.discrete_kernel
     assert isinstance(draw, CollapsedDraw) and draw.chains is not None
     assert draw.blocks == {"x": "1 chain(s) of 5 along axis 0"}
-    inner_model = kernel.inner_kernel.model
-
-    @jax.jit
-    def summed_out(theta, x):
-        return log_density(inner_model, (y,), with_conditioning({}, x), theta)[0]
-
-    @jax.jit
-    def exact(theta):
-        return enumerated_marginal(hmm, (y,), theta, "x", range(3), HMM_Y.shape)
-
     rng = np.random.default_rng(1)
-    for _ in range(3):
-        theta = hmm_theta(rng)
-        x = {"x": jnp.asarray(rng.integers(0, 3, HMM_Y.shape[0]))}
-        np.testing.assert_allclose(summed_out(theta, x), exact(theta), rtol=1e-10)
-        grads = jax.grad(summed_out)(theta, x), jax.grad(exact)(theta)
-        for name in theta:
-            np.testing.assert_allclose(grads[0][name], grads[1][name], rtol=1e-8, atol=1e-12)
+    thetas = [hmm_theta(rng) for _ in range(3)]
+    check_summed_out_model(kernel, hmm, (y,), "x", 3, thetas, rng, atol=1e-12)
 
 
 def sequences(y):
