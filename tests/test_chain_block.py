@@ -92,13 +92,22 @@ def run_chain(key, unary, pairwise, states):
     return outputs
 
 
+#: ``(length, num_values, invalid, seed)`` of :func:`random_chain` always tried: one
+#: position, one value and, last, no possible state (every pair invalid)
+RANDOM_CHAIN_EXAMPLES = (
+    (5, 3, 0.0, 0),
+    (4, 4, 0.25, 1),
+    (5, 2, 0.25, 2),
+    (1, 3, 0.0, 3),
+    (4, 1, 0.0, 4),
+    (3, 2, 1.0, 5),
+)
+
+
 def random_chain_cases(test):
-    """`test(length, num_values, invalid, seed)` on random chains (:func:`random_chain`),
-    with the cases that once failed or are edge cases: one value, one position, no possible
-    state (every pair invalid)."""
-    cases = [(5, 3, 0.0, 0), (4, 4, 0.25, 1), (5, 2, 0.25, 2), (1, 3, 0.0, 3), (4, 1, 0.0, 4)]
-    cases.append((3, 2, 1.0, 5))
-    for length, num_values, invalid, seed in reversed(cases):
+    """`test(length, num_values, invalid, seed)` on random chains (:func:`random_chain`)
+    and on :data:`RANDOM_CHAIN_EXAMPLES`."""
+    for length, num_values, invalid, seed in reversed(RANDOM_CHAIN_EXAMPLES):
         test = example(length=length, num_values=num_values, invalid=invalid, seed=seed)(test)
     return settings(max_examples=3, **SETTINGS)(
         given(
