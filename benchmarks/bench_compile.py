@@ -46,12 +46,12 @@ Subprocesses of each (case, sampler), ``W``/``S`` = ``--num-warmup``/``--num-sam
   on every ``run`` with the progress bar off, so each later run pays that again, and that
   cost varies by tenths of a second from run to run: ``L`` starts at ``5 S``; each ``L`` is
   run twice and ``t_L`` is the faster; while the long run's steps (``t_L - min(t_10,
-  t_10')``) take less than ``--min-long-seconds`` (2 s; ``--quick`` 0.5 s) or four times the
-  spread of either pair of runs, ``L`` grows (at most 10x, 3 times); a step still not
-  resolved after that is the row's error, not a number (every long run in ``long_runs``:
-  ``[L, thinning, seconds]``). Past
-  ``5 * 10^7`` kept values (``L * N``) its draws are thinned (``mcmc.thinning``: the same
-  steps, fewer copies into numpyro's collection), to bound memory. From them::
+  t_10')``) take less than ``--min-long-seconds`` (2 s; ``--quick`` 0.5 s), four times the
+  spread of the short pair or twice that of the long pair, ``L`` grows (at most 10x, 3
+  times); a step still not resolved after that is the row's error, not a number (every
+  long run in ``long_runs``: ``[L, thinning, seconds]``). Past ``5 * 10^7`` kept values
+  (``L * N``) its draws are thinned (``mcmc.thinning``: the same steps, fewer copies into
+  numpyro's collection), to bound memory. From them::
 
       per_step_s        = (t_L - min(t_10, t_10')) / (L - 10)       (ms/step = 1000 x)
       later_run_fixed_s = min(t_10, t_10') - 10 * per_step_s
@@ -419,10 +419,12 @@ def measure_runs(
     later_run_s = later(samples)
     short = [later(SHORT_DRAWS), later(SHORT_DRAWS)]
     # the long run: L = 5 S, timed twice and the faster kept (timing noise only adds),
-    # grown until its steps take `min_long_s` and four times the spread of either pair of
-    # runs (a later run's fixed cost, a recompilation of numpyro's loop, varies by tenths
-    # of a second, more on a busy machine: the faster of two long runs once fell below the
-    # faster short run, a negative step), kept draws thinned past MAX_KEPT_VALUES
+    # grown until its steps take `min_long_s`, four times the short runs' spread and twice
+    # the long runs' (a later run's fixed cost, a recompilation of numpyro's loop, varies
+    # by tenths of a second, more on a busy machine: the faster of two long runs once fell
+    # below the faster short run, a negative step; on a machine shared with other work the
+    # long runs' spread also grows with their length, which four times it never outgrew:
+    # CI's slow tier once failed so), kept draws thinned past MAX_KEPT_VALUES
     long = spec["later_num_samples"]
     long_runs: list[list[float]] = []
 
@@ -437,8 +439,9 @@ def measure_runs(
         pair = [long_run(long), long_run(long)]
         long_run_s = min(pair)
         stepping = long_run_s - min(short)
-        spread = max(abs(short[0] - short[1]), abs(pair[0] - pair[1]))
-        min_long_s = max(spec["min_long_s"], 4.0 * spread)
+        short_spread, long_spread = abs(short[0] - short[1]), abs(pair[0] - pair[1])
+        spread = max(short_spread, long_spread)
+        min_long_s = max(spec["min_long_s"], 4.0 * short_spread, 2.0 * long_spread)
         if stepping >= min_long_s:
             break
         if growth == MAX_LONG_GROWTHS:
@@ -549,8 +552,9 @@ def run_subprocess(spec: dict[str, Any], timeout: float) -> dict[str, Any]:
         return {"error": f"timed out after {timeout:g} s"}
     lines = [line for line in done.stdout.splitlines() if line.strip()]
     if done.returncode != 0 or not lines:
-        tail = done.stderr.strip().splitlines()[-15:]
-        return {"error": f"exit status {done.returncode}: " + "\n".join(tail)}
+        # the exception's own line first: a one-line report (pytest's summary) shows it
+        tail = done.stderr.strip().splitlines()[-15:] or ["(no output)"]
+        return {"error": f"exit status {done.returncode}: {tail[-1]}\n" + "\n".join(tail)}
     try:
         return json.loads(lines[-1])
     except json.JSONDecodeError:
@@ -775,8 +779,8 @@ def markdown_report(rows: list[Row], checks: list[dict[str, Any]], settings: dic
         "construction + `MCMC(..., progress_bar=False)` + `mcmc.run` until the samples are "
         "ready; later runs start from `post_warmup_state = last_state` with `num_samples` = "
         f"S, {SHORT_DRAWS}, {SHORT_DRAWS}, L >= {LATER_FACTOR} S (each timed twice, the faster "
-        f"kept, grown until its steps take {settings['min_long_seconds']:g} s and 4x the spread "
-        "of the two t_10 and of the two t_L; numpyro "
+        f"kept, grown until its steps take {settings['min_long_seconds']:g} s, 4x the spread "
+        "of the two t_10 and 2x that of the two t_L; numpyro "
         "re-traces and compiles its loop on every such run); "
         "**ms/step** = (t_L - min t_10) / (L - 10); "
         "**later run fixed** = min t_10 - 10 x per step; **compile** = first run - (W + S) x "
@@ -801,7 +805,7 @@ _HELP = {
     "e2e_num_samples": "draws of the end-to-end run",
     "min_long_seconds": (
         "seconds of stepping the long later run is grown to (and to 4x the spread of two "
-        "short or two long runs)"
+        "short runs, 2x that of two long runs)"
     ),
     "gallery_steps": "warmup steps and draws of the gallery case's first runs",
 }
