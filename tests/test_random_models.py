@@ -561,19 +561,6 @@ def test_summed_out_sums_by_slices_equal_sums_by_gathers_on_random_models(spec, 
         )
 
 
-@pytest.mark.slow
-@settings(max_examples=3, **SETTINGS)
-@given(
-    spec=rm.independent_model_specs(),
-    chain_method=st.sampled_from(CHAIN_METHODS),
-    x64=st.booleans(),
-)
-def test_summed_out_sampler_samples_random_models(spec, chain_method, x64):
-    """The default ``LBPGibbs`` on such models (summed out, then drawn) against the
-    enumerated posterior of the discrete sites."""
-    sample_and_check(spec, "AutoDiscrete", chain_method, x64)
-
-
 @settings(max_examples=3, **SETTINGS)
 @given(spec=rm.chain_model_specs())
 def test_summed_out_chains_are_the_enumerated_marginal_on_random_models(spec, x64):
@@ -584,16 +571,16 @@ def test_summed_out_chains_are_the_enumerated_marginal_on_random_models(spec, x6
 
 
 @pytest.mark.slow
-@settings(max_examples=3, **SETTINGS)
-@given(
-    spec=rm.chain_model_specs(),
-    chain_method=st.sampled_from(CHAIN_METHODS),
-    x64=st.booleans(),
+@pytest.mark.parametrize(
+    "specs", [rm.independent_model_specs, rm.chain_model_specs], ids=["independent", "chains"]
 )
-def test_summed_out_chains_sampler_samples_random_models(spec, chain_method, x64):
-    """The default ``LBPGibbs`` on such models (chains summed out, then drawn by forward
-    filtering, backward sampling) against the enumerated posterior of the discrete sites."""
-    sample_and_check(spec, "AutoDiscrete", chain_method, x64)
+@settings(max_examples=3, **SETTINGS)
+@given(data=st.data(), chain_method=st.sampled_from(CHAIN_METHODS), x64=st.booleans())
+def test_summed_out_sampler_samples_random_models(specs, data, chain_method, x64):
+    """The default ``LBPGibbs`` on both kinds of models above (independent coordinates
+    summed out, then drawn; chains summed out, then drawn by forward filtering, backward
+    sampling) against the enumerated posterior of the discrete sites."""
+    sample_and_check(data.draw(specs(), label="spec"), "AutoDiscrete", chain_method, x64)
 
 
 # --- the bugs this suite found, minimal ---------------------------------------------------
