@@ -268,6 +268,18 @@ class CollapsedDraw(ExactSweepKernel):
             )
         return np.int32(0)
 
+    def read_model(
+        self, rng_key: jax.Array, model_args: tuple, model_kwargs: Mapping[str, Any]
+    ) -> None:
+        """Read the model (or take the target handed to the kernel) and set the summation
+        up now, before ``init``, so that :meth:`log_marginal` can be evaluated where
+        :class:`~numpyro_discrete.LBPGibbs` chooses a chain's start; ``init`` then uses the
+        same target."""
+        if self._handed_target is None:
+            self._handed_target = self._build_target(rng_key, None, model_args, dict(model_kwargs))
+        self._target = self._handed_target
+        self._setup(self._target)
+
     def log_marginal(self, model_args: tuple, model_kwargs: Mapping[str, Any]) -> jax.Array:
         """``log p(theta) = f(theta) + sum_j logsumexp_v s_j(v; theta)``, the continuous
         sites' marginal at the values ``theta`` the model is conditioned on in

@@ -24,19 +24,20 @@ def check_arguments(
     random_walk: bool,
     modified: bool,
     num_discrete_updates: int | None,
+    num_starts: int,
 ) -> Callable:
     """The model of `inner_kernel`, once the arguments of ``LBPGibbs`` are checked."""
     _check_numpyro_arguments(discrete_kernel, random_walk, modified, num_discrete_updates)
-    if not is_integer(num_discrete_steps):
-        raise TypeError(
-            f"LBPGibbs: `num_discrete_steps` must be a positive int, got "
-            f"{type(num_discrete_steps).__name__}."
-        )
-    if num_discrete_steps < 1:
-        raise ValueError(
-            f"LBPGibbs: `num_discrete_steps` must be >= 1 (moves of the discrete sites "
-            f"per step), got {num_discrete_steps}."
-        )
+    for name, value, meaning in (
+        ("num_discrete_steps", num_discrete_steps, "moves of the discrete sites per step"),
+        ("num_starts", num_starts, "starts each chain chooses from"),
+    ):
+        if not is_integer(value):
+            raise TypeError(
+                f"LBPGibbs: `{name}` must be a positive int, got {type(value).__name__}."
+            )
+        if value < 1:
+            raise ValueError(f"LBPGibbs: `{name}` must be >= 1 ({meaning}), got {value}.")
     if isinstance(inner_kernel, HMCECS):
         raise ValueError(
             "LBPGibbs: `inner_kernel` is HMCECS, whose subsampled likelihood LBPGibbs "
