@@ -126,7 +126,7 @@ class LBPGibbs(Gibbs):
         this many such starts, descends each by 100 steps of Adam on the continuous sites'
         marginal and starts at the lowest (default 4; 1 starts where ``init_to_uniform``
         puts the chain). A marginal with local modes (mixtures, HMMs) traps a chain that
-        starts in one: on the gallery's HMM about one start in 16 does, none of 16 bests
+        starts in one: on the gallery's HMM 1 to 4 starts in 64 do, none of 16 bests
         of 4 did (:mod:`~numpyro_discrete.model.chain_start`).
 
     **Example**
