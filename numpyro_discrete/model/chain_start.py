@@ -162,7 +162,7 @@ def descended_start(
         def potential_of(x: jax.Array) -> jax.Array:
             return potential({**drawn, **unravel(x)})
 
-        descended = {**drawn, **unravel(descend(potential_of, flat))}
+        descended = {**drawn, **unravel(descend(potential_of, flat, DESCENT_STEPS))}
         energies = jnp.stack([potential(drawn), potential(descended)])
         return jnp.where(jnp.isfinite(energies), energies, jnp.inf), drawn, descended
 
