@@ -64,17 +64,17 @@ def main() -> None:
         return potential_fn(unravel(x))
 
     flats = jnp.stack([ravel_pytree(s.param_info.z)[0] for s in starts])
-    shorts = jax.jit(jax.vmap(lambda x: descend(potential, x, args.short_steps, args.rate)))(flats)
+    shorts, short_values = jax.jit(
+        jax.vmap(lambda x: descend(potential, x, args.short_steps, args.rate))
+    )(flats)
     # the long descent restarts Adam's moments where the short one ends: it only tells
     # which basin the short one's end lies in
     rest = args.steps - args.short_steps
-    ends = jax.jit(jax.vmap(lambda x: descend(potential, x, rest, args.rate)))(shorts)
-    energy = np.asarray(jax.vmap(potential)(ends))
+    ends, end_values = jax.jit(jax.vmap(lambda x: descend(potential, x, rest, args.rate)))(shorts)
+    energy = np.asarray(end_values[:, -1])
     local = energy > energy.min() + args.margin
     # LBPGibbs's choice in each group: the lowest of the drawn and short-descended starts
-    kept = np.minimum(
-        np.asarray(jax.vmap(potential)(flats)), np.asarray(jax.vmap(potential)(shorts))
-    )
+    kept = np.minimum(np.asarray(short_values[:, 0]), np.asarray(short_values[:, -1]))
     kept = np.where(np.isfinite(kept), kept, np.inf)[: args.starts // args.group * args.group]
     groups = kept.reshape(-1, args.group)
     chosen = np.arange(groups.shape[0]) * args.group + groups.argmin(axis=1)
