@@ -6,7 +6,6 @@ one."""
 import numpy as np
 import pytest
 
-import jax
 from jax import random
 import jax.numpy as jnp
 

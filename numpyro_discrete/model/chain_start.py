@@ -104,8 +104,9 @@ def chain_start(
     marginal's potential, and the discrete ones drawn from `model` given them."""
     strategy = getattr(init_strategy, "func", init_strategy)
     if marginal is None or num_starts == 1 or strategy is not init_to_uniform:
+        discrete, continuous = sites.discrete, sites.continuous
         return init_strategy_start(
-            model, rng_key, init_strategy, sites.discrete, sites.continuous, model_args, model_kwargs
+            model, rng_key, init_strategy, discrete, continuous, model_args, model_kwargs
         )
     # init_to_uniform's starts, drawn at once: each continuous site uniform in (-radius,
     # radius) in its unconstrained space (one draw, not one trace of the model per start)
@@ -128,7 +129,8 @@ def chain_start(
         return potential_energy(marginal, model_args, kwargs, unravel(x))
 
     chosen = unravel(descended_start(potential, starts))
-    return {**discrete_given(model, key_discrete, chosen, sites, model_args, model_kwargs), **chosen}
+    discrete = discrete_given(model, key_discrete, chosen, sites, model_args, model_kwargs)
+    return {**discrete, **chosen}
 
 
 def discrete_given(
