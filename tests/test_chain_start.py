@@ -6,6 +6,7 @@ one."""
 import numpy as np
 import pytest
 
+import jax
 from jax import random
 import jax.numpy as jnp
 
@@ -89,6 +90,16 @@ def test_lbp_gibbs_starts_at_the_best_of_its_descents(num_starts):
         np.testing.assert_allclose(locs, [-3.0, 3.0], atol=0.5)
     else:
         assert abs(locs[0]) < 2.0
+
+
+def test_vectorized_chains_each_start_at_the_best_of_their_descents():
+    """A batch of keys (``chain_method="vectorized"``): the descents run under ``vmap``,
+    and each chain starts near the mode, at its own start."""
+    kernel = LBPGibbs(NUTS(mixture), num_starts=4)
+    state = kernel.init(random.split(random.key(0), 2), 10, None, (Y,), {})
+    locs = np.asarray(jax.vmap(kernel.postprocess_fn((Y,), {}))(state.z)["locs"])
+    np.testing.assert_allclose(locs, [[-3.0, 3.0]] * 2, atol=0.5)
+    assert not np.array_equal(locs[0], locs[1])
 
 
 def test_a_strategy_that_gives_values_is_kept():
