@@ -19,9 +19,9 @@ the gallery's HMM (``T = 1000, K = 4``), 1 to 4 of 64 such starts (by how they a
 descended) end in a mode 180 nats below the main one, with two state means on one level
 (``tools/hmm_modes.py``), and a chain of the gallery's run stayed there (R-hat 5.67).
 :func:`chain_start` draws several starts there, :func:`descended_start` descends each a
-little on the potential and keeps the lowest, as optimisation-based initialisations do: of 16 groups of 4 such starts,
-after 100 steps of its descent none kept a start in a local mode, and the gallery's run
-converged (R-hat 1.00).
+little on the potential and keeps the lowest, as optimisation-based initialisations do:
+of 16 groups of 4 such starts, after 100 steps of its descent none kept a start in a local
+mode, and the gallery's run converged (R-hat 1.00).
 """
 
 from collections.abc import Callable, Collection, Mapping
