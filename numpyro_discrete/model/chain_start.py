@@ -46,7 +46,6 @@ __all__ = [
     "chain_start",
     "descend",
     "descended_start",
-    "discrete_given",
     "init_strategy_start",
 ]
 
@@ -129,27 +128,18 @@ def chain_start(
         return potential_energy(marginal, model_args, kwargs, unravel(x))
 
     chosen = unravel(descended_start(potential, starts))
-    discrete = discrete_given(model, key_discrete, chosen, sites, model_args, model_kwargs)
+
+    def at_chosen(site: dict) -> jax.Array | None:
+        # each continuous site through its own support as the model reads it there (a
+        # support may depend on another site's value), the discrete ones left to be drawn
+        if site["type"] == "sample" and site["name"] in chosen:
+            return biject_to(site["fn"].support)(chosen[site["name"]])
+        return None
+
+    discrete = init_strategy_start(
+        model, key_discrete, at_chosen, sites.discrete, (), model_args, model_kwargs
+    )
     return {**discrete, **chosen}
-
-
-def discrete_given(
-    model: Callable,
-    rng_key: jax.Array,
-    unconstrained: Mapping[str, jax.Array],
-    sites: ModelSites,
-    model_args: tuple,
-    model_kwargs: Mapping[str, Any],
-) -> dict[str, jax.Array]:
-    """The discrete sites' values drawn from `model` with its continuous sites at their
-    `unconstrained` values."""
-    constrained = {
-        name: biject_to(sites.trace[name]["fn"].support)(value)
-        for name, value in unconstrained.items()
-    }
-    given = substitute(seed(conditioned(model), rng_key), data=constrained)
-    model_trace = trace(given).get_trace(*model_args, **model_kwargs)
-    return {name: model_trace[name]["value"] for name in sites.discrete}
 
 
 def descend(
