@@ -17,7 +17,7 @@ from numpyro.diagnostics import effective_sample_size
 import numpyro.distributions as dist
 from numpyro.infer import MCMC
 
-from numpyro_discrete.core import block_gibbs, chromatic, site_scan, table_sweep
+from numpyro_discrete.core import block_gibbs, chromatic, offset_sweep, site_scan, table_sweep
 from numpyro_discrete.core.local_ratios import coloured_ratios, exact_local_fn
 from numpyro_discrete.core.neighbourhood import CoordinateSupports, SupportKind
 
@@ -426,6 +426,19 @@ def table_scan_matrix(target, layout, states, order):
             np.add.at(visit[i], lookup(ends), probs / probs.sum())
         sweep = sweep @ visit
     return sweep
+
+
+def offset_probabilities(offsets, tables, x):
+    """``(N, S)``: each coordinate's conditional over its slots at `x` as the sweep by
+    offsets computes it (:func:`~numpyro_discrete.core.offset_sweep.channels`: log-odds
+    of slot 1 for binary coordinates, else logits)."""
+    channels = [np.asarray(c, np.float64) for c in offset_sweep.channels(offsets, tables, x)]
+    if len(channels) == 1:
+        up = 1.0 / (1.0 + np.exp(-channels[0]))
+        return np.stack([1.0 - up, up], axis=1)
+    logits = np.stack(channels, axis=1)
+    probs = np.exp(logits - logits.max(1, keepdims=True))
+    return probs / probs.sum(1, keepdims=True)
 
 
 def block_log_probs(phi, psi, length, count):

@@ -18,7 +18,7 @@ from numpyro.infer import MCMC, NUTS, Gibbs
 from numpyro.infer.util import log_density
 
 from numpyro_discrete import ChromaticGibbs, ChromaticGibbsState, LBPGibbs, SiteSupport
-from numpyro_discrete.core import chromatic, site_scan, table_sweep
+from numpyro_discrete.core import chromatic, offset_sweep, site_scan, table_sweep
 from numpyro_discrete.core import pair_tables as pair_tables_module
 from numpyro_discrete.core.neighbourhood import coordinate_neighbourhood
 from numpyro_discrete.core.pair_tables import (
@@ -381,11 +381,18 @@ def test_pair_tables_only_where_every_term_has_two_coordinates_at_most():
     ["sequential", "vectorized", pytest.param("parallel", marks=pytest.mark.slow)],
 )
 @pytest.mark.parametrize("model_name", ["binary lattice", "categorical chain"])
-def test_table_sweep_carries_log_pi_forward_exactly(model_name, chain_method, x64):
+@pytest.mark.parametrize("by_offsets", [True, False])
+def test_table_sweep_carries_log_pi_forward_exactly(
+    model_name, by_offsets, chain_method, monkeypatch, x64
+):
     """The sweep by tables carries ``log pi`` forward by its draws' changes and evaluates it
     from the terms every ``EXACT_LOG_DENSITY_EVERY`` sweeps: after every sweep (carried or
     evaluated), the state's potential energy is ``-log pi`` of its draw, as numpyro computes
-    it, on binary coordinates (log-odds) and on categorical ones (tables of 3 slots)."""
+    it, on binary coordinates (log-odds) and on categorical ones (tables of 3 slots), with
+    the tables summed by offset (what ``ChromaticGibbs`` runs on these models) and gathered
+    (with no offsets allowed)."""
+    if not by_offsets:
+        monkeypatch.setattr(offset_sweep, "MAX_OFFSETS", 0)
     model = lattice_model if model_name == "binary lattice" else categorical_chain_model
     kernel = ChromaticGibbs(model)
     mcmc = MCMC(
@@ -397,7 +404,7 @@ def test_table_sweep_carries_log_pi_forward_exactly(model_name, chain_method, x6
         progress_bar=False,
     )
     mcmc.run(random.key(3), extra_fields=("potential_energy", "num_changed"))
-    assert kernel.by_pair_tables
+    assert kernel.by_pair_tables and kernel.by_offsets == by_offsets
     draws = mcmc.get_samples()
     energies = np.asarray(mcmc.get_extra_fields()["potential_energy"])
     exact = np.array(

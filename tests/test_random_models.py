@@ -46,7 +46,7 @@ from numpyro_discrete import (
     CollapsedDraw,
     LBPGibbs,
 )
-from numpyro_discrete.core import block_gibbs, chromatic, collapse, table_sweep
+from numpyro_discrete.core import block_gibbs, chromatic, collapse, offset_sweep, table_sweep
 from numpyro_discrete.core.local_ratios import exact_local_fn, pair_table_ratios
 from numpyro_discrete.core.neighbourhood import coordinate_neighbourhood, squared_distance_fn
 from numpyro_discrete.core.pair_tables import pair_tables
@@ -63,6 +63,7 @@ from helpers import (
     coordinatewise_transition_matrices,
     enumerate_model,
     mcse_of_mean,
+    offset_probabilities,
     path_transition_matrix,
     sampled_sweep_counts,
     site_scan_matrix,
@@ -276,7 +277,8 @@ def test_pair_tables_give_the_scan_conditionals_on_random_models(spec, x64):
     local ratios read from pair tables equal the brute-force ones at every state; the sweep
     by tables (what ``ChromaticGibbs`` runs on such a model) has the matrix of the scan
     reading its conditionals from ``log pi`` (1e-10), in a random order of single
-    coordinates and by the detected colouring, and the compiled sweep draws from it."""
+    coordinates and by the detected colouring, and the compiled sweep draws from it; the
+    tables summed by offset give the gathered conditionals at every state."""
     assume(_small(spec, 120))
     kernel = ChromaticGibbs(rm.build_model(spec))
     _, target = discrete_target(spec, kernel)
@@ -284,6 +286,7 @@ def test_pair_tables_give_the_scan_conditionals_on_random_models(spec, x64):
     tables = pair_tables(target.structure, supports.lower, supports.upper)
     assume(tables is not None)
     states = rm.enumerated_states(spec)
+    structure = target.structure
     by_tables = pair_table_ratios(target.log_terms(), tables, None)
     # the whole supports ChromaticGibbs reads, and windows of one (ALBP's ordinal moves)
     for neighbourhood in (target.neighbourhood, coordinate_neighbourhood(target.supports, 1)):
@@ -298,9 +301,21 @@ def test_pair_tables_give_the_scan_conditionals_on_random_models(spec, x64):
 
         for got, expected in zip(ratios(states), brute(jnp.asarray(states)), strict=True):
             np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-9, err_msg=spec.describe())
+    # the same tables summed by offset (what ChromaticGibbs runs where the classes and
+    # offsets are few; the classes do not change the conditionals): the same conditionals
+    one_class = structure._replace(colour=np.zeros_like(structure.colour), num_colours=1)
+    offsets = offset_sweep.offset_layout(tables, one_class)
+    if offsets is not None:
+        summed = offset_sweep.constant_offset_tables(offsets, tables, target.log_terms())
+        gathered = table_sweep.sweep_tables(tables, target.log_terms())
+        everyone = np.arange(target.num_coords)
+        logits = jax.jit(lambda x: table_sweep.class_logits(tables, gathered, x, everyone))
+        for x in states:
+            expected = np.asarray(jax.nn.softmax(logits(jnp.asarray(x)), axis=-1), np.float64)
+            got = offset_probabilities(offsets, summed, jnp.asarray(x))
+            np.testing.assert_allclose(got, expected, atol=1e-9, err_msg=spec.describe())
     # the sweep by tables: in a random order of single coordinates, and by the detected
     # colouring (valid: a class's draw is its coordinates' moves in any order)
-    structure = target.structure
     random_order = np.random.default_rng(spec.seed).permutation(target.num_coords)
     colour_order = chromatic.class_members(structure)[0][: target.num_coords]
     for order, colour in (

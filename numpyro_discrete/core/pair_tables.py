@@ -127,6 +127,7 @@ def pair_tables(
     lower: np.ndarray,
     upper: np.ndarray,
     max_states: int | None = None,
+    max_entries: int = MAX_TABLE_ENTRIES,
 ) -> PairTables | None:
     """
     The pair tables of `structure`, or ``None`` where they do not apply: dependencies not
@@ -141,6 +142,9 @@ def pair_tables(
     :param max_states: ``None``, or the most states worth evaluating: tables that would
         need more are not built (``None`` is returned as soon as that is known; at least
         ``S^2`` states are needed wherever two coordinates share a term).
+    :param max_entries: the most entries (terms x ``S`` x ``S``) of tables built: a caller
+        that does not compile them into its program (:mod:`~numpyro_discrete.core.offset_sweep`)
+        passes more than :data:`MAX_TABLE_ENTRIES`.
     """
     num_coords, num_terms = structure.num_coords, structure.num_terms
     if not structure.exact or structure.dense_terms.size or num_coords < 2:
@@ -148,7 +152,7 @@ def pair_tables(
     lower = np.asarray(lower, np.int64)
     size = np.asarray(upper, np.int64) - lower + 1
     num_slots = int(size.max())
-    if not 2 <= num_slots <= MAX_TABLE_SLOTS or num_terms * num_slots**2 > MAX_TABLE_ENTRIES:
+    if not 2 <= num_slots <= MAX_TABLE_SLOTS or num_terms * num_slots**2 > max_entries:
         return None
     if max_states is not None and num_slots > max_states:
         return None

@@ -43,7 +43,10 @@ __all__ = [
 MAX_COLUMNS = 16
 
 
-def _columns(a: jax.Array) -> list[jax.Array]:
+def _columns(a: jax.Array | list[jax.Array]) -> list[jax.Array]:
+    """The columns of `a`, or `a` itself where it is already a list of them."""
+    if isinstance(a, list):
+        return a
     return [a[..., k] for k in range(a.shape[-1])]
 
 
@@ -54,9 +57,9 @@ def row_sum(a: jax.Array) -> jax.Array:
     return functools.reduce(operator.add, _columns(a))
 
 
-def row_max(a: jax.Array) -> jax.Array:
-    """``jnp.max(a, axis=-1)`` of a non-empty last axis."""
-    if a.shape[-1] > MAX_COLUMNS:
+def row_max(a: jax.Array | list[jax.Array]) -> jax.Array:
+    """``jnp.max(a, axis=-1)`` of a non-empty last axis (or of a list of columns)."""
+    if not isinstance(a, list) and a.shape[-1] > MAX_COLUMNS:
         return jnp.max(a, axis=-1)
     return functools.reduce(jnp.maximum, _columns(a))
 
@@ -90,23 +93,24 @@ def row_log_softmax(a: jax.Array) -> jax.Array:
     return a - row_logsumexp(a)[..., None]
 
 
-def row_inverse_cdf(probs: jax.Array, uniforms: jax.Array) -> jax.Array:
-    """Per row of unnormalised `probs`, the slot ``k`` with ``cdf[k - 1] <= u * total <
-    cdf[k]``: a running sum over the slots (a cumulative sum is a slow reduce-window on
-    CPU)."""
-    threshold = uniforms * row_sum(probs)
+def row_inverse_cdf(probs: jax.Array | list[jax.Array], uniforms: jax.Array) -> jax.Array:
+    """Per row of unnormalised `probs` (or a list of their columns), the slot ``k`` with
+    ``cdf[k - 1] <= u * total < cdf[k]``: a running sum over the slots (a cumulative sum is
+    a slow reduce-window on CPU)."""
+    columns = _columns(probs)
+    threshold = uniforms * functools.reduce(operator.add, columns)
     running = jnp.zeros_like(threshold)
     slot = jnp.zeros(threshold.shape, jnp.int32)
-    for k in range(probs.shape[-1] - 1):
-        running = running + probs[..., k]
+    for column in columns[:-1]:
+        running = running + column
         slot = slot + (running <= threshold)
     return slot
 
 
-def row_take(a: jax.Array, slot: jax.Array) -> jax.Array:
+def row_take(a: jax.Array | list[jax.Array], slot: jax.Array) -> jax.Array:
     """``a[..., slot]`` per row (``take_along_axis``) as a chain of selects over the
-    columns; `slot` has `a`'s shape without its last axis."""
-    if a.shape[-1] > MAX_COLUMNS:
+    columns (or over a list of them); `slot` has `a`'s shape without its last axis."""
+    if not isinstance(a, list) and a.shape[-1] > MAX_COLUMNS:
         return jnp.take_along_axis(a, slot[..., None], axis=-1)[..., 0]
     columns = _columns(a)
     value = columns[0]

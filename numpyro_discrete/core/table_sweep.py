@@ -76,6 +76,8 @@ __all__ = [
     "build_kernel",
     "class_logits",
     "constant_sweep_tables",
+    "constant_tables",
+    "sweep_kernel",
     "sweep_tables",
 ]
 
@@ -90,7 +92,8 @@ class SweepTables(NamedTuple):
     What a sweep by tables reads.
 
     - **values** - :func:`sweep_tables`: ``(N, 1 + D, S, S)`` oriented tables, or
-      ``(N, 1 + D, 2)`` log-odds where every coordinate has two values at most.
+      ``(N, 1 + D, 2)`` log-odds where every coordinate has two values at most; for a
+      sweep by offsets, its :class:`~numpyro_discrete.core.offset_sweep.OffsetTables`.
     - **log_terms** - the terms, evaluated for the new ``log pi`` where `exact` holds or
       the carried one is not finite.
     - **exact** - whether to evaluate the new ``log pi`` from the terms rather than carry
@@ -98,7 +101,7 @@ class SweepTables(NamedTuple):
       :data:`EXACT_LOG_DENSITY_EVERY` sweeps).
     """
 
-    values: jax.Array
+    values: Any
     log_terms: LogTerms
     exact: jax.Array | bool = True
 
@@ -127,25 +130,34 @@ def constant_sweep_tables(layout: PairTables, log_terms: LogTerms) -> jax.Array 
     instead of once per sweep. ``None`` where the terms read a traced value (a mixed model's
     continuous sites, ``jit_model_args``).
     """
+    return constant_tables(layout, log_terms, sweep_tables)
+
+
+def constant_tables(
+    layout: PairTables,
+    log_terms: LogTerms,
+    fill: Callable[[PairTables, LogTerms, jax.Array], jax.Array],
+) -> jax.Array | None:
+    """``fill(layout, log_terms, states)`` (tables of the terms at the states of `layout`)
+    computed now, as concrete values, or ``None`` where the terms read a traced value (see
+    :func:`constant_sweep_tables`)."""
     # the states and the layout's indices arguments: XLA would fold a program of
     # constants, slowly (a 1000 x 1000 lattice's fill spent seconds folding its indices)
     states = np.asarray(layout.lower + layout.states, np.int32)
     args = jax.tree.leaves((layout, states))
     # traced here, apart from its evaluation: under `ensure_compile_time_eval` the model's
     # operations on its constants would run (and compile) one by one
-    closed = jax.make_jaxpr(lambda layout, states: sweep_tables(layout, log_terms, states))(
-        layout, states
-    )
+    closed = jax.make_jaxpr(lambda layout, states: fill(layout, log_terms, states))(layout, states)
     if any(isinstance(c, jax.core.Tracer) for c in closed.consts):
         return None  # the terms read a traced value
 
     # one compiled program whose arguments are everything it reads, run even inside the
     # trace of a step
-    def fill(consts: list, args: list) -> jax.Array:
+    def run(consts: list, args: list) -> jax.Array:
         return jex.jaxpr_as_fun(jex.ClosedJaxpr(closed.jaxpr, consts))(*args)[0]
 
     with jax.ensure_compile_time_eval():
-        return jax.jit(fill)(list(closed.consts), args)
+        return jax.jit(run)(list(closed.consts), args)
 
 
 def class_logits(
@@ -241,6 +253,15 @@ def build_kernel(
         return lax.scan(visit, (x, total), jnp.arange(structure.num_colours))[0]
 
     sweep = sweep_unrolled if structure.num_colours <= max_unrolled_classes else sweep_looped
+    return sweep_kernel(sweep, num_coords)
+
+
+def sweep_kernel(
+    sweep: Callable[[Any, jax.Array, jax.Array], tuple[jax.Array, jax.Array]], num_coords: int
+) -> Callable[[jax.Array, SweepState, SweepTables], tuple[SweepState, Info]]:
+    """The kernel of a sweep by tables, ``sweep(values, x, uniforms) -> (x, change of log
+    pi)`` drawing every coordinate once with its uniform (of `num_coords`): the uniforms
+    drawn, ``log pi`` carried forward or evaluated (:func:`build_kernel`)."""
 
     def kernel(
         rng_key: jax.Array, state: SweepState, tables: SweepTables

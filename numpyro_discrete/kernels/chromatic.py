@@ -10,13 +10,13 @@ import numpy as np
 
 import jax
 
-from numpyro_discrete.core import chromatic, site_scan, table_sweep
+from numpyro_discrete.core import chromatic, offset_sweep, site_scan, table_sweep
 from numpyro_discrete.core.neighbourhood import (
     SupportKind,
     coordinate_neighbourhood,
     ladder_offsets,
 )
-from numpyro_discrete.core.pair_tables import pair_tables
+from numpyro_discrete.core.pair_tables import MAX_TABLE_ENTRIES, pair_tables
 from numpyro_discrete.core.state import Info, SweepState
 from numpyro_discrete.kernels.exact_sweep import ExactSweepKernel, ExactSweepState
 from numpyro_discrete.model.layout import SiteSupport
@@ -129,7 +129,7 @@ class ChromaticGibbs(ExactSweepKernel):
     # set by AutoDiscrete when it chose this kernel for a small dense model (one class per
     # coordinate is then the intended systematic-scan Gibbs, not a structure to expose)
     _dense_chosen = False
-    _reads_tables = False
+    _sweep_by: str | None = None
 
     def __init__(
         self,
@@ -152,8 +152,17 @@ class ChromaticGibbs(ExactSweepKernel):
         and every coordinate has at most 16 values, with the tables filled once for the
         run where the model reads no traced value (a discrete-only model), or at every
         sweep where that takes fewer evaluations of the model than the sweep by
-        ``log pi`` (a mixed model, whose continuous sites move)."""
-        return self._reads_tables
+        ``log pi`` (a mixed model, whose continuous sites move); summed by offset where
+        :attr:`by_offsets`."""
+        return self._sweep_by is not None
+
+    @property
+    def by_offsets(self) -> bool:
+        """Whether the sweep last compiled read the pair tables summed by offset
+        (:mod:`~numpyro_discrete.core.offset_sweep`): a discrete-only model whose coupled
+        coordinates lie at a few differences of index (lattices, chains), each class's
+        conditionals computed for every coordinate by shifts of the state, no gather."""
+        return self._sweep_by == "offsets"
 
     def get_diagnostics_str(self, state: ChromaticGibbsState) -> str:
         return f"acc. prob={float(state.mean_accept_prob):.2f}, {self.num_colours} colours"
@@ -215,16 +224,31 @@ class ChromaticGibbs(ExactSweepKernel):
             )
         # a pairwise model with small supports: the conditionals read from tables of its
         # terms, filled once where the terms read nothing traced (a discrete-only model),
-        # else every sweep where that takes fewer evaluations than the sweep by log pi
+        # else every sweep where that takes fewer evaluations than the sweep by log pi;
+        # summed by offset where the coupled coordinates lie at a few offsets (lattices,
+        # chains), beyond the bound on tables compiled into the sweep
         supports = target.supports
-        layout = pair_tables(structure, supports.lower, supports.upper) if whole_supports else None
-        if layout is None:
+        layout = (
+            pair_tables(
+                structure, supports.lower, supports.upper, max_entries=offset_sweep.MAX_ENTRIES
+            )
+            if whole_supports
+            else None
+        )
+        offsets = None if layout is None else offset_sweep.offset_layout(layout, structure)
+        offsets_layout = layout
+        if layout is not None and layout.state_of.size > MAX_TABLE_ENTRIES:
+            layout = None  # only the sweep by offsets reads tables this large
+        if layout is None and offsets is None:
             self._transition = lambda rng_key, state, log_terms, step: log_pi_sweep(
                 rng_key, state, log_terms
             )
             return
-        table_kernel = table_sweep.build_kernel(layout, structure)
-        if structure.num_colours == structure.num_coords:
+        offset_kernel = None if offsets is None else offset_sweep.build_kernel(offsets)
+        table_kernel = None if layout is None else table_sweep.build_kernel(layout, structure)
+        if layout is None:
+            every_sweep = False
+        elif structure.num_colours == structure.num_coords:
             every_sweep = layout.cheaper_than_scan  # the rule AutoDiscrete reads
         else:
             # each class: M evaluations for its conditionals, one for its new terms
@@ -236,13 +260,22 @@ class ChromaticGibbs(ExactSweepKernel):
             rng_key: jax.Array, state: SweepState, log_terms: chromatic.LogTerms, step: jax.Array
         ) -> tuple[SweepState, Info]:
             # decided where the step is traced: whether the terms read a traced value
-            values = table_sweep.constant_sweep_tables(layout, log_terms)
-            if values is None and every_sweep:
-                values = table_sweep.sweep_tables(layout, log_terms)
-            self._reads_tables = values is not None
+            exact = step % table_sweep.EXACT_LOG_DENSITY_EVERY == 0
+            self._sweep_by = None
+            if offsets is not None:
+                values = offset_sweep.constant_offset_tables(offsets, offsets_layout, log_terms)
+                if values is not None:
+                    self._sweep_by = "offsets"
+                    tables = table_sweep.SweepTables(values, log_terms, exact)
+                    return offset_kernel(rng_key, state, tables)
+            values = None
+            if table_kernel is not None:
+                values = table_sweep.constant_sweep_tables(layout, log_terms)
+                if values is None and every_sweep:
+                    values = table_sweep.sweep_tables(layout, log_terms)
             if values is None:
                 return log_pi_sweep(rng_key, state, log_terms)
-            exact = step % table_sweep.EXACT_LOG_DENSITY_EVERY == 0
+            self._sweep_by = "pair tables"
             return table_kernel(rng_key, state, table_sweep.SweepTables(values, log_terms, exact))
 
         self._transition = sweep

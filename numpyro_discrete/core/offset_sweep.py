@@ -1,0 +1,253 @@
+"""Chromatic Gibbs by offsets: where every term of ``log pi`` depends on two coordinates at
+most (proven) and the coordinates that share a term lie at a few fixed differences of index
+(*offsets*: ``+-1`` along a chain, ``+-1`` and ``+-p`` on a ``p x p`` lattice), a colour
+class's conditionals are computed for every coordinate at once, as a hand-written
+checkerboard sampler computes a site's field: the state shifted by each offset, each
+neighbour's slot selecting a row of the pair table read at that offset, the rows added to
+the coordinate's own terms. Elementwise passes over the state, no gather: on CPU a gather of
+the class's neighbours (:mod:`~numpyro_discrete.core.table_sweep`) costs several such
+passes.
+
+The tables are those of :mod:`~numpyro_discrete.core.pair_tables`, filled once for the run
+(a discrete-only model: nothing the terms read is traced) and summed by offset: row
+``[g][o][s]`` of offset ``g`` is what coordinate ``a`` gains at slot ``s`` when coordinate
+``a + offsets[g]`` is at slot ``o``. Where a row is the same for every coordinate with a
+neighbour at that offset (a homogeneous lattice), it is a scalar, and a static mask says
+which coordinates have that neighbour. Binary coordinates read one *channel*, their
+log-odds; coordinates of ``S > 2`` slots ``S`` channels, their logits.
+
+A class's conditionals are computed at every coordinate and drawn where the class's mask
+holds: with ``C`` classes a sweep costs ``C`` passes over the state per offset, so the sweep
+is built only for a few classes (:data:`MAX_CLASSES`) and offsets (:data:`MAX_OFFSETS`).
+Every draw is the coordinate's exact conditional over its whole support (the colouring is
+proven), the same draw as the sweep by gathered tables with the same uniforms.
+
+Example: a chain of four binary coordinates, offsets ``-1`` and ``+1``.
+
+.. doctest::
+
+    >>> import numpy as np
+    >>> import jax.numpy as jnp
+    >>> from numpyro_discrete.core import offset_sweep, pair_tables
+    >>> from numpyro_discrete.structure.colouring import term_structure
+    >>> from numpyro_discrete.structure.dependencies import detect_dependencies
+    >>> log_terms = lambda x: jnp.concatenate([1.0 * (x[:-1] == x[1:]), 0.5 * x])
+    >>> x = jnp.array([0, 1, 1, 0])
+    >>> structure = term_structure(detect_dependencies(log_terms, x))
+    >>> layout = pair_tables.pair_tables(structure, np.zeros(4), np.ones(4))
+    >>> offsets = offset_sweep.offset_layout(layout, structure)
+    >>> offsets.offsets
+    (-1, 1)
+    >>> tables = offset_sweep.constant_offset_tables(offsets, layout, log_terms)
+    >>> # log-odds of each coordinate: 0.5 from its own term, +1 per neighbour at 1, -1 at 0
+    >>> offset_sweep.channels(offsets, tables, x)[0].tolist()
+    [1.5, 0.5, 0.5, 1.5]
+"""
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+import numpy as np
+
+import jax
+import jax.numpy as jnp
+
+from numpyro_discrete.core.chromatic import LogTerms
+from numpyro_discrete.core.pair_tables import (
+    PairTables,
+    coordinate_tables,
+    evaluate_pair_tables,
+)
+from numpyro_discrete.core.rows import row_inverse_cdf, row_max, row_take
+from numpyro_discrete.core.table_sweep import constant_tables, sweep_kernel
+from numpyro_discrete.structure.colouring import TermStructure
+
+__all__ = [
+    "MAX_CLASSES",
+    "MAX_ENTRIES",
+    "MAX_OFFSETS",
+    "OffsetLayout",
+    "OffsetTables",
+    "build_kernel",
+    "channels",
+    "constant_offset_tables",
+    "offset_layout",
+    "offset_tables",
+]
+
+#: the most entries (terms x ``S`` x ``S``) of the pair tables a sweep by offsets is filled
+#: from: they are summed by offset once, outside the compiled sweep
+MAX_ENTRIES = 1 << 27
+#: the most offsets (distinct differences of index between coordinates that share a term)
+#: of a sweep by offsets: each is a pass over the state per class (a cubic lattice has 6)
+MAX_OFFSETS = 8
+#: the most colour classes of a sweep by offsets: each computes every coordinate's
+#: conditional
+MAX_CLASSES = 4
+
+
+class OffsetLayout(NamedTuple):
+    """
+    Where a sweep by offsets reads its tables, as static numpy arrays (:func:`offset_layout`).
+
+    - **offsets** - ``(G,)`` the differences ``b - a`` of index between coordinates ``a``
+      and ``b`` that share a term, in increasing order.
+    - **group** - ``(N, D)`` the offset of each of a coordinate's terms of two coordinates
+      (:attr:`~numpyro_discrete.core.pair_tables.PairTables.pair_terms`), ``G`` for
+      padding.
+    - **has_neighbour** - ``(G, N)`` whether a coordinate shares a term with the coordinate
+      at each offset from it.
+    - **class_masks** - ``(C, N)`` the coordinates of each colour class.
+    - **lower** - ``(N,)`` each coordinate's lowest value (slot 0).
+    """
+
+    offsets: tuple[int, ...]
+    group: np.ndarray
+    has_neighbour: np.ndarray
+    class_masks: np.ndarray
+    lower: np.ndarray
+
+
+class OffsetTables(NamedTuple):
+    """
+    What a sweep by offsets reads (:func:`offset_tables`), each entry an ``(N,)`` array, or
+    a scalar where it is the same at every coordinate it applies to. ``K`` channels: one
+    (the log-odds of slot 1) for binary coordinates, else one per slot (logits).
+
+    - **base** - ``[k]``: channel ``k`` of each coordinate's terms of one coordinate
+      (``-inf`` logits at slots beyond its number of values).
+    - **rows** - ``[g][o][k]``: channel ``k`` of the terms a coordinate shares with the
+      coordinate at offset ``g`` when that one is at slot ``o``; where a scalar, it applies
+      where :attr:`OffsetLayout.has_neighbour` holds.
+    """
+
+    base: list
+    rows: list
+
+
+def offset_layout(layout: PairTables, structure: TermStructure) -> OffsetLayout | None:
+    """The offsets of `layout`'s terms of two coordinates, or ``None`` where they are more
+    than :data:`MAX_OFFSETS` or the classes of `structure` more than :data:`MAX_CLASSES`."""
+    num_coords, num_terms = layout.lower.size, layout.state_of.shape[0]
+    if structure.num_colours > MAX_CLASSES:
+        return None
+    real = layout.pair_terms < num_terms
+    delta = layout.pair_other.astype(np.int64) - np.arange(num_coords)[:, None]
+    offsets = np.unique(delta[real])
+    if offsets.size > MAX_OFFSETS:
+        return None
+    group = np.where(real, np.searchsorted(offsets, delta), offsets.size)
+    has_neighbour = np.zeros((offsets.size, num_coords), bool)
+    coords = np.broadcast_to(np.arange(num_coords)[:, None], group.shape)
+    has_neighbour[group[real], coords[real]] = True
+    class_masks = structure.colour[None, :] == np.arange(structure.num_colours)[:, None]
+    return OffsetLayout(
+        tuple(int(o) for o in offsets), group, has_neighbour, class_masks, layout.lower
+    )
+
+
+def offset_tables(offsets: OffsetLayout, coordinates: np.ndarray) -> OffsetTables:
+    """The :class:`OffsetTables` of concrete oriented tables `coordinates` (``(N, 1 + D,
+    S, S)``, :func:`~numpyro_discrete.core.pair_tables.coordinate_tables`): each
+    coordinate's terms summed by offset, an entry equal wherever it applies a scalar."""
+    coordinates = np.asarray(coordinates)
+    num_slots = coordinates.shape[-1]
+    base = coordinates[:, 0, 0, :]  # (N, S): the same for every `o`
+    by_offset = [
+        np.where((offsets.group == g)[:, :, None, None], coordinates[:, 1:], 0.0).sum(
+            1
+        )  # (N, S, S), [a, o, s]
+        for g in range(len(offsets.offsets))
+    ]
+    with np.errstate(invalid="ignore"):  # -inf at both slots: never read at a state of pi > 0
+        if num_slots == 2:
+            base = [base[:, 1] - base[:, 0]]
+            by_offset = [[[t[:, o, 1] - t[:, o, 0]] for o in range(2)] for t in by_offset]
+        else:
+            base = [base[:, s] for s in range(num_slots)]
+            by_offset = [
+                [[t[:, o, s] for s in range(num_slots)] for o in range(num_slots)]
+                for t in by_offset
+            ]
+    rows = [
+        [[_scalar_where_uniform(r, offsets.has_neighbour[g]) for r in row] for row in table]
+        for g, table in enumerate(by_offset)
+    ]
+    everywhere = np.ones(base[0].shape, bool)
+    return OffsetTables([_scalar_where_uniform(b, everywhere) for b in base], rows)
+
+
+def _scalar_where_uniform(values: np.ndarray, where: np.ndarray) -> np.ndarray:
+    """`values` as a 0-d array where they are one value at every coordinate of `where`."""
+    inside = values[where]
+    if inside.size and np.all(inside == inside[0]):
+        return np.asarray(inside[0], values.dtype)
+    return values
+
+
+def constant_offset_tables(
+    offsets: OffsetLayout, layout: PairTables, log_terms: LogTerms
+) -> OffsetTables | None:
+    """:func:`offset_tables` of `log_terms` filled now, or ``None`` where the terms read a
+    traced value (see :func:`~numpyro_discrete.core.table_sweep.constant_tables`)."""
+
+    def oriented(layout: PairTables, log_terms: LogTerms, states: jax.Array) -> jax.Array:
+        return coordinate_tables(layout, evaluate_pair_tables(layout, log_terms, jnp.int32, states))
+
+    coordinates = constant_tables(layout, log_terms, oriented)
+    return None if coordinates is None else offset_tables(offsets, coordinates)
+
+
+def channels(offsets: OffsetLayout, tables: OffsetTables, x: jax.Array) -> list[jax.Array]:
+    """``K`` arrays ``(N,)``: each coordinate's log-odds (binary) or logits over its slots
+    (``K = S``) given the others at `x`, up to a constant of the coordinate."""
+    lower = np.asarray(offsets.lower)
+    slots = x - lower if lower.any() else x
+    total = [jnp.broadcast_to(b, x.shape) for b in tables.base]
+    # every shift a window of one padded copy (zero outside), read in the fused pass that
+    # adds the rows: one copy of the state per class, not one per offset
+    reach = max(abs(o) for o in offsets.offsets) if offsets.offsets else 0
+    padded = jnp.pad(slots, reach)
+    for g, offset in enumerate(offsets.offsets):
+        neighbour = padded[reach + offset : reach + offset + x.size]
+        table = tables.rows[g]
+        for k in range(len(total)):
+            # the row of the neighbour's slot, by selects (a gather is slower on CPU)
+            value = table[-1][k]
+            for o in range(len(table) - 2, -1, -1):
+                value = jnp.where(neighbour == o, table[o][k], value)
+            if np.ndim(table[0][k]) == 0:  # a scalar row applies where the neighbour is
+                value = jnp.where(offsets.has_neighbour[g], value, 0.0)
+            total[k] = total[k] + value
+    return total
+
+
+def build_kernel(offsets: OffsetLayout) -> Callable:
+    """One chromatic sweep by offsets, ``(rng_key, state, tables) -> (state, info)`` with
+    :attr:`~numpyro_discrete.core.table_sweep.SweepTables.values` an
+    :class:`OffsetTables`: the classes in order, each coordinate of a class drawn from its
+    exact conditional over its whole support with its own uniform (as
+    :func:`~numpyro_discrete.core.table_sweep.build_kernel` draws)."""
+    lower = np.asarray(offsets.lower)
+
+    def sweep(tables: OffsetTables, x: jax.Array, uniforms: jax.Array) -> tuple:
+        total = jnp.zeros((), jnp.result_type(float))
+        for mask in offsets.class_masks:
+            logits = channels(offsets, tables, x)
+            old = x - lower if lower.any() else x
+            if len(logits) == 1:
+                log_odds = logits[0]
+                slot = (uniforms < jax.nn.sigmoid(log_odds)).astype(x.dtype)
+                keep = jnp.isnan(log_odds)
+                change = jnp.where(slot == 1, log_odds, -log_odds)
+            else:  # the slots' planes kept apart (as columns of one array, slower)
+                top = row_max(logits)
+                slot = row_inverse_cdf([jnp.exp(logit - top) for logit in logits], uniforms)
+                keep = ~jnp.isfinite(top)
+                change = row_take(logits, slot) - row_take(logits, old)
+            moved = mask & ~keep & (slot != old)
+            x = jnp.where(moved, (lower + slot).astype(x.dtype), x)
+            total = total + jnp.sum(jnp.where(moved, change, 0.0))
+        return x, total
+
+    return sweep_kernel(sweep, lower.size)
