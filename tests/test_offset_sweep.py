@@ -17,7 +17,7 @@ import numpyro
 import numpyro.distributions as dist
 from numpyro.infer import MCMC
 
-from numpyro_discrete import ChromaticGibbs
+from numpyro_discrete import ChromaticGibbs, SiteSupport
 from numpyro_discrete.core import chromatic, offset_sweep, table_sweep
 from numpyro_discrete.core.pair_tables import pair_tables
 from numpyro_discrete.model.target import DiscreteTarget
@@ -53,7 +53,7 @@ def test_offset_sweep_draws_exact_conditionals(space, x64):
     layout, offsets = _layouts(target)
     assert offsets is not None
     log_terms = target.log_terms()
-    tables = offset_sweep.constant_offset_tables(offsets, layout, log_terms)
+    tables = offset_sweep.offset_tables(offsets, table_sweep.constant_tables(layout, log_terms))
     pi = target_distribution(target, states)
     for i, state in enumerate(states):
         conditionals = offset_probabilities(offsets, tables, jnp.asarray(state))
@@ -113,7 +113,9 @@ def test_offset_rows_are_scalars_where_a_lattice_is_homogeneous(x64):
         assert offsets.offsets == (-3, -1, 1, 3)
         right = offsets.has_neighbour[offsets.offsets.index(1)]
         np.testing.assert_array_equal(right, np.arange(9) % 3 != 2)
-        tables = offset_sweep.constant_offset_tables(offsets, layout, target.log_terms())
+        tables = offset_sweep.offset_tables(
+            offsets, table_sweep.constant_tables(layout, target.log_terms())
+        )
         assert all(np.ndim(v) == 0 for row in tables.rows for r in row for v in r) == scalar
         gathered = table_sweep.sweep_tables(layout, target.log_terms())
         for x in rng.integers(0, 2, (20, 9)):
@@ -121,6 +123,43 @@ def test_offset_rows_are_scalars_where_a_lattice_is_homogeneous(x64):
             log_odds = offset_sweep.channels(offsets, tables, x)[0]
             logits = table_sweep.class_logits(layout, gathered, x, np.arange(9))
             np.testing.assert_allclose(log_odds, logits[:, 1] - logits[:, 0], atol=1e-10)
+
+
+def test_offset_conditionals_where_pairs_are_forbidden(x64):
+    """Rows are taken less their entry at slot 0 (slot 0's channel then reads no offset)
+    only where those entries are finite: on a chain of five 3-valued coordinates where two
+    neighbours may not both be 0 (``-inf``), the rows stay whole, and each coordinate's
+    conditional equals the exact one at every state of positive probability; without the
+    constraint, slot 0's rows are zero."""
+    rng = np.random.default_rng(3)
+    table, field = jnp.asarray(rng.normal(size=(3, 3))), jnp.asarray(rng.normal(size=(5, 3)))
+    states = np.array(np.meshgrid(*[range(3)] * 5, indexing="ij")).reshape(5, -1).T
+    for forbid in (True, False):
+
+        def potential(z, forbid=forbid):
+            x = z["x"]
+            pairs = table[x[:-1], x[1:]]
+            if forbid:
+                pairs = jnp.where((x[:-1] == 0) & (x[1:] == 0), -jnp.inf, pairs)
+            return -jnp.concatenate([field[jnp.arange(5), x], pairs])
+
+        target = DiscreteTarget.from_potential(
+            potential, {"x": jnp.ones(5, jnp.int32)}, supports={"x": SiteSupport.categorical(3)}
+        )
+        layout, offsets = _layouts(target)
+        log_terms = target.log_terms()
+        tables = offset_sweep.offset_tables(offsets, table_sweep.constant_tables(layout, log_terms))
+        slot_zero_rows = [row[0] for rows in tables.rows for row in rows]
+        assert all(np.ndim(r) == 0 and r == 0 for r in slot_zero_rows) != forbid
+        pi = target_distribution(target, states.astype(np.int32))
+        with np.errstate(invalid="ignore"):  # rows of the states of probability zero
+            moves = [_conditional_matrix(states, pi, j) for j in range(5)]
+        for i in np.flatnonzero(pi > 0):
+            conditionals = offset_probabilities(offsets, tables, jnp.asarray(states[i]))
+            for j in range(5):
+                exact = moves[j][i]
+                expected = np.bincount(states[:, j], weights=exact, minlength=3)
+                np.testing.assert_allclose(conditionals[j], expected, atol=1e-10)
 
 
 def test_offset_layout_only_for_few_offsets_and_classes():

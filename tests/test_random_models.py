@@ -306,7 +306,9 @@ def test_pair_tables_give_the_scan_conditionals_on_random_models(spec, x64):
     one_class = structure._replace(colour=np.zeros_like(structure.colour), num_colours=1)
     offsets = offset_sweep.offset_layout(tables, one_class)
     if offsets is not None:
-        summed = offset_sweep.constant_offset_tables(offsets, tables, target.log_terms())
+        summed = offset_sweep.offset_tables(
+            offsets, table_sweep.constant_tables(tables, target.log_terms())
+        )
         gathered = table_sweep.sweep_tables(tables, target.log_terms())
         everyone = np.arange(target.num_coords)
         logits = jax.jit(lambda x: table_sweep.class_logits(tables, gathered, x, everyone))

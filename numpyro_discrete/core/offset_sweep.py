@@ -28,7 +28,7 @@ Example: a chain of four binary coordinates, offsets ``-1`` and ``+1``.
 
     >>> import numpy as np
     >>> import jax.numpy as jnp
-    >>> from numpyro_discrete.core import offset_sweep, pair_tables
+    >>> from numpyro_discrete.core import offset_sweep, pair_tables, table_sweep
     >>> from numpyro_discrete.structure.colouring import term_structure
     >>> from numpyro_discrete.structure.dependencies import detect_dependencies
     >>> log_terms = lambda x: jnp.concatenate([1.0 * (x[:-1] == x[1:]), 0.5 * x])
@@ -38,7 +38,8 @@ Example: a chain of four binary coordinates, offsets ``-1`` and ``+1``.
     >>> offsets = offset_sweep.offset_layout(layout, structure)
     >>> offsets.offsets
     (-1, 1)
-    >>> tables = offset_sweep.constant_offset_tables(offsets, layout, log_terms)
+    >>> oriented = table_sweep.constant_tables(layout, log_terms)  # filled now
+    >>> tables = offset_sweep.offset_tables(offsets, oriented)
     >>> # log-odds of each coordinate: 0.5 from its own term, +1 per neighbour at 1, -1 at 0
     >>> offset_sweep.channels(offsets, tables, x)[0].tolist()
     [1.5, 0.5, 0.5, 1.5]
@@ -52,14 +53,9 @@ import numpy as np
 import jax
 import jax.numpy as jnp
 
-from numpyro_discrete.core.chromatic import LogTerms
-from numpyro_discrete.core.pair_tables import (
-    PairTables,
-    coordinate_tables,
-    evaluate_pair_tables,
-)
+from numpyro_discrete.core.pair_tables import PairTables
 from numpyro_discrete.core.rows import row_inverse_cdf, row_max, row_take
-from numpyro_discrete.core.table_sweep import constant_tables, sweep_kernel
+from numpyro_discrete.core.table_sweep import sweep_kernel
 from numpyro_discrete.structure.colouring import TermStructure
 
 __all__ = [
@@ -70,7 +66,6 @@ __all__ = [
     "OffsetTables",
     "build_kernel",
     "channels",
-    "constant_offset_tables",
     "offset_layout",
     "offset_tables",
 ]
@@ -148,7 +143,7 @@ def offset_layout(layout: PairTables, structure: TermStructure) -> OffsetLayout 
 
 def offset_tables(offsets: OffsetLayout, coordinates: np.ndarray) -> OffsetTables:
     """The :class:`OffsetTables` of concrete oriented tables `coordinates` (``(N, 1 + D,
-    S, S)``, :func:`~numpyro_discrete.core.pair_tables.coordinate_tables`): each
+    S, S)``, :func:`~numpyro_discrete.core.table_sweep.constant_tables`): each
     coordinate's terms summed by offset, an entry equal wherever it applies a scalar."""
     coordinates = np.asarray(coordinates)
     num_slots = coordinates.shape[-1]
@@ -164,6 +159,10 @@ def offset_tables(offsets: OffsetLayout, coordinates: np.ndarray) -> OffsetTable
             base = [base[:, 1] - base[:, 0]]
             by_offset = [[[t[:, o, 1] - t[:, o, 0]] for o in range(2)] for t in by_offset]
         else:
+            if all(np.isfinite(t[:, :, 0]).all() for t in by_offset):
+                # every row less its entry at slot 0, the same for all slots of a
+                # coordinate: slot 0's channel is then the coordinate's own terms alone
+                by_offset = [t - t[:, :, :1] for t in by_offset]
             base = [base[:, s] for s in range(num_slots)]
             by_offset = [
                 [[t[:, o, s] for s in range(num_slots)] for o in range(num_slots)]
@@ -185,19 +184,6 @@ def _scalar_where_uniform(values: np.ndarray, where: np.ndarray) -> np.ndarray:
     return values
 
 
-def constant_offset_tables(
-    offsets: OffsetLayout, layout: PairTables, log_terms: LogTerms
-) -> OffsetTables | None:
-    """:func:`offset_tables` of `log_terms` filled now, or ``None`` where the terms read a
-    traced value (see :func:`~numpyro_discrete.core.table_sweep.constant_tables`)."""
-
-    def oriented(layout: PairTables, log_terms: LogTerms, states: jax.Array) -> jax.Array:
-        return coordinate_tables(layout, evaluate_pair_tables(layout, log_terms, jnp.int32, states))
-
-    coordinates = constant_tables(layout, log_terms, oriented)
-    return None if coordinates is None else offset_tables(offsets, coordinates)
-
-
 def channels(offsets: OffsetLayout, tables: OffsetTables, x: jax.Array) -> list[jax.Array]:
     """``K`` arrays ``(N,)``: each coordinate's log-odds (binary) or logits over its slots
     (``K = S``) given the others at `x`, up to a constant of the coordinate."""
@@ -212,6 +198,8 @@ def channels(offsets: OffsetLayout, tables: OffsetTables, x: jax.Array) -> list[
         neighbour = padded[reach + offset : reach + offset + x.size]
         table = tables.rows[g]
         for k in range(len(total)):
+            if all(np.ndim(row[k]) == 0 and row[k] == 0 for row in table):
+                continue  # nothing to add (slot 0 where rows are taken less it)
             # the row of the neighbour's slot, by selects (a gather is slower on CPU)
             value = table[-1][k]
             for o in range(len(table) - 2, -1, -1):

@@ -13,7 +13,7 @@ their log-odds: one row of ``S`` entries (one entry) per term of the coordinate.
 filled from the terms (``P`` batched evaluations) wherever the terms change between sweeps
 (the continuous sites of a mixed model move), or once, as constants of the program, where
 nothing the terms read is traced (a discrete-only model under ``MCMC``:
-:func:`constant_sweep_tables`). The new ``log pi`` is carried forward by the draws'
+:func:`constant_tables`). The new ``log pi`` is carried forward by the draws'
 changes, read from the same logits, and evaluated from the terms every
 :data:`EXACT_LOG_DENSITY_EVERY` sweeps.
 
@@ -77,8 +77,10 @@ __all__ = [
     "class_logits",
     "constant_sweep_tables",
     "constant_tables",
+    "oriented_tables",
     "sweep_kernel",
     "sweep_tables",
+    "sweep_values",
 ]
 
 
@@ -106,48 +108,60 @@ class SweepTables(NamedTuple):
     exact: jax.Array | bool = True
 
 
+def oriented_tables(
+    layout: PairTables, log_terms: LogTerms, states: jax.Array | None = None
+) -> jax.Array:
+    """Each coordinate's oriented tables of `log_terms`
+    (:func:`~numpyro_discrete.core.pair_tables.coordinate_tables`), from one batched
+    evaluation of the terms. `states`: as in
+    :func:`~numpyro_discrete.core.pair_tables.evaluate_pair_tables`."""
+    return coordinate_tables(layout, evaluate_pair_tables(layout, log_terms, jnp.int32, states))
+
+
+def sweep_values(oriented: Any) -> Any:
+    """The :attr:`SweepTables.values` of :func:`oriented_tables` (a jax or a numpy array):
+    the tables; with two slots, the log-odds of slot 1 against slot 0, which halves what a
+    draw reads (``+inf`` or ``-inf`` where one of them has probability zero; a table where
+    both have is never read at a state of positive probability)."""
+    if oriented.shape[-1] == 2:
+        with np.errstate(invalid="ignore"):  # numpy's warning where both are -inf
+            return oriented[..., 1] - oriented[..., 0]
+    return oriented
+
+
 def sweep_tables(
     layout: PairTables, log_terms: LogTerms, states: jax.Array | None = None
 ) -> jax.Array:
-    """The :attr:`SweepTables.values` of `log_terms`: each coordinate's oriented tables
-    (:func:`~numpyro_discrete.core.pair_tables.coordinate_tables`); with two slots, the
-    log-odds of slot 1 against slot 0, which halves what a draw reads (``+inf`` or ``-inf``
-    where one of them has probability zero; a table where both have is never read at a
-    state of positive probability). `states`: as in
+    """The :attr:`SweepTables.values` of `log_terms`, evaluated in the program (where the
+    terms read traced values: :func:`constant_sweep_tables` otherwise). `states`: as in
     :func:`~numpyro_discrete.core.pair_tables.evaluate_pair_tables`."""
-    tables = evaluate_pair_tables(layout, log_terms, jnp.int32, states)
-    tables = coordinate_tables(layout, tables)
-    if layout.num_slots == 2:
-        return tables[..., 1] - tables[..., 0]
-    return tables
+    return sweep_values(oriented_tables(layout, log_terms, states))
 
 
 def constant_sweep_tables(layout: PairTables, log_terms: LogTerms) -> jax.Array | None:
-    """
-    :func:`sweep_tables` computed now, as concrete values, where nothing `log_terms` reads
-    is traced (a discrete-only model whose arguments numpyro passes as constants): inside
-    the trace of a step they are then constants of the program, filled once per trace
-    instead of once per sweep. ``None`` where the terms read a traced value (a mixed model's
-    continuous sites, ``jit_model_args``).
-    """
-    return constant_tables(layout, log_terms, sweep_tables)
+    """:func:`sweep_tables` computed now (:func:`constant_tables`), or ``None`` where the
+    terms read a traced value."""
+    oriented = constant_tables(layout, log_terms)
+    return None if oriented is None else jnp.asarray(sweep_values(oriented))
 
 
-def constant_tables(
-    layout: PairTables,
-    log_terms: LogTerms,
-    fill: Callable[[PairTables, LogTerms, jax.Array], jax.Array],
-) -> jax.Array | None:
-    """``fill(layout, log_terms, states)`` (tables of the terms at the states of `layout`)
-    computed now, as concrete values, or ``None`` where the terms read a traced value (see
-    :func:`constant_sweep_tables`)."""
+def constant_tables(layout: PairTables, log_terms: LogTerms) -> np.ndarray | None:
+    """
+    :func:`oriented_tables` computed now, as a concrete numpy array, where nothing
+    `log_terms` reads is traced (a discrete-only model whose arguments numpyro passes as
+    constants): inside the trace of a step, what is made of them is then a constant of the
+    program, filled once per trace instead of once per sweep. ``None`` where the terms read
+    a traced value (a mixed model's continuous sites, ``jit_model_args``).
+    """
     # the states and the layout's indices arguments: XLA would fold a program of
     # constants, slowly (a 1000 x 1000 lattice's fill spent seconds folding its indices)
     states = np.asarray(layout.lower + layout.states, np.int32)
     args = jax.tree.leaves((layout, states))
     # traced here, apart from its evaluation: under `ensure_compile_time_eval` the model's
     # operations on its constants would run (and compile) one by one
-    closed = jax.make_jaxpr(lambda layout, states: fill(layout, log_terms, states))(layout, states)
+    closed = jax.make_jaxpr(lambda layout, states: oriented_tables(layout, log_terms, states))(
+        layout, states
+    )
     if any(isinstance(c, jax.core.Tracer) for c in closed.consts):
         return None  # the terms read a traced value
 
@@ -157,7 +171,7 @@ def constant_tables(
         return jex.jaxpr_as_fun(jex.ClosedJaxpr(closed.jaxpr, consts))(*args)[0]
 
     with jax.ensure_compile_time_eval():
-        return jax.jit(run)(list(closed.consts), args)
+        return np.asarray(jax.jit(run)(list(closed.consts), args))
 
 
 def class_logits(

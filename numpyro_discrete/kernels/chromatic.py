@@ -9,6 +9,7 @@ import warnings
 import numpy as np
 
 import jax
+import jax.numpy as jnp
 
 from numpyro_discrete.core import chromatic, offset_sweep, site_scan, table_sweep
 from numpyro_discrete.core.neighbourhood import (
@@ -69,7 +70,12 @@ class ChromaticGibbs(ExactSweepKernel):
     a sweep then carries ``log pi`` forward by its draws' changes, and evaluates the model
     every 16 sweeps), or at every sweep beside
     continuous sites where that takes fewer evaluations than the sweep by ``log pi``
-    (:attr:`by_pair_tables` says whether the last compiled sweep did).
+    (:attr:`by_pair_tables` says whether the last compiled sweep did). Where the tables are
+    filled once and the coordinates that share a term lie at a few fixed differences of
+    index (a lattice, a chain: at most 8, in at most 4 colour classes), they are summed by
+    offset, and each class's conditionals are computed for every coordinate by shifts of
+    the state, as a hand-written checkerboard sampler computes them
+    (:mod:`~numpyro_discrete.core.offset_sweep`, :attr:`by_offsets`).
 
     New values: a binary coordinate is drawn from both values; a categorical one from all
     categories; a bounded ordinal one spanning at most :data:`WHOLE_SUPPORT_SPAN` steps (a
@@ -236,7 +242,7 @@ class ChromaticGibbs(ExactSweepKernel):
             else None
         )
         offsets = None if layout is None else offset_sweep.offset_layout(layout, structure)
-        offsets_layout = layout
+        full_layout = layout
         if layout is not None and layout.state_of.size > MAX_TABLE_ENTRIES:
             layout = None  # only the sweep by offsets reads tables this large
         if layout is None and offsets is None:
@@ -259,23 +265,24 @@ class ChromaticGibbs(ExactSweepKernel):
         def sweep(
             rng_key: jax.Array, state: SweepState, log_terms: chromatic.LogTerms, step: jax.Array
         ) -> tuple[SweepState, Info]:
-            # decided where the step is traced: whether the terms read a traced value
+            # decided where the step is traced: whether the terms read a traced value (then
+            # the tables, if read, are filled at every sweep)
             exact = step % table_sweep.EXACT_LOG_DENSITY_EVERY == 0
+            oriented = table_sweep.constant_tables(full_layout, log_terms)
             self._sweep_by = None
-            if offsets is not None:
-                values = offset_sweep.constant_offset_tables(offsets, offsets_layout, log_terms)
-                if values is not None:
-                    self._sweep_by = "offsets"
-                    tables = table_sweep.SweepTables(values, log_terms, exact)
-                    return offset_kernel(rng_key, state, tables)
-            values = None
-            if table_kernel is not None:
-                values = table_sweep.constant_sweep_tables(layout, log_terms)
-                if values is None and every_sweep:
-                    values = table_sweep.sweep_tables(layout, log_terms)
-            if values is None:
+            if oriented is not None and offset_kernel is not None:
+                self._sweep_by = "offsets"
+                values = offset_sweep.offset_tables(offsets, oriented)
+                return offset_kernel(
+                    rng_key, state, table_sweep.SweepTables(values, log_terms, exact)
+                )
+            if table_kernel is None or (oriented is None and not every_sweep):
                 return log_pi_sweep(rng_key, state, log_terms)
             self._sweep_by = "pair tables"
+            if oriented is None:
+                values = table_sweep.sweep_tables(layout, log_terms)
+            else:
+                values = jnp.asarray(table_sweep.sweep_values(oriented))  # program constants
             return table_kernel(rng_key, state, table_sweep.SweepTables(values, log_terms, exact))
 
         self._transition = sweep
