@@ -4,6 +4,7 @@ classes of the model's interaction graph, detected at ``init``
 
 from collections.abc import Callable, Mapping
 import dataclasses
+import functools
 import warnings
 
 import numpy as np
@@ -213,21 +214,28 @@ class ChromaticGibbs(ExactSweepKernel):
         # whole support (an ordinal window moves with the value): no MH test there
         whole_supports = not np.any(windowed)
         self._mh_test = not (structure.exact and whole_supports)
-        if whole_supports and structure.num_colours == structure.num_coords:
+        scan = whole_supports and structure.num_colours == structure.num_coords
+        if scan:
             # one coordinate per class: its conditional is log pi at each of its options,
             # exact whatever the structure, so the sweep is a systematic scan
             self._mh_test = False
-            order = chromatic.class_members(structure)[0][: structure.num_coords]
-            log_pi_sweep = site_scan.build_kernel(target.neighbourhood, order)
-        else:
+
+        @functools.cache
+        def log_pi_sweep() -> Callable:
+            """The sweep by log pi, built where a step is traced that takes it (a sweep by
+            tables does not need its stencil)."""
+            if scan:
+                order = chromatic.class_members(structure)[0][: structure.num_coords]
+                return site_scan.build_kernel(target.neighbourhood, order)
             # proven but with ordinal windows: each coordinate tested on its own (a joint
             # test of a large class of counts accepts almost never)
-            log_pi_sweep = chromatic.build_kernel(
+            return chromatic.build_kernel(
                 target.neighbourhood,
                 structure,
                 mh_test=self._mh_test,
                 coordinate_test=structure.exact,
             )
+
         # a pairwise model with small supports: the conditionals read from tables of its
         # terms, filled once where the terms read nothing traced (a discrete-only model),
         # else every sweep where that takes fewer evaluations than the sweep by log pi;
@@ -246,7 +254,7 @@ class ChromaticGibbs(ExactSweepKernel):
         if layout is not None and layout.state_of.size > MAX_TABLE_ENTRIES:
             layout = None  # only the sweep by offsets reads tables this large
         if layout is None and offsets is None:
-            self._transition = lambda rng_key, state, log_terms, step: log_pi_sweep(
+            self._transition = lambda rng_key, state, log_terms, step: log_pi_sweep()(
                 rng_key, state, log_terms
             )
             return
@@ -277,7 +285,7 @@ class ChromaticGibbs(ExactSweepKernel):
                     rng_key, state, table_sweep.SweepTables(values, log_terms, exact)
                 )
             if table_kernel is None or (oriented is None and not every_sweep):
-                return log_pi_sweep(rng_key, state, log_terms)
+                return log_pi_sweep()(rng_key, state, log_terms)
             self._sweep_by = "pair tables"
             if oriented is None:
                 values = table_sweep.sweep_tables(layout, log_terms)
