@@ -242,10 +242,11 @@ class ChromaticGibbs(ExactSweepKernel):
         # summed by offset where the coupled coordinates lie at a few offsets (lattices,
         # chains), beyond the bound on tables compiled into the sweep
         supports = target.supports
+        # tables beyond the compiled ones' bound only where a sweep by offsets may read them
+        few_classes = structure.num_colours <= offset_sweep.MAX_CLASSES
+        max_entries = offset_sweep.MAX_ENTRIES if few_classes else MAX_TABLE_ENTRIES
         layout = (
-            pair_tables(
-                structure, supports.lower, supports.upper, max_entries=offset_sweep.MAX_ENTRIES
-            )
+            pair_tables(structure, supports.lower, supports.upper, max_entries=max_entries)
             if whole_supports
             else None
         )
