@@ -159,15 +159,16 @@ def test_completion_reaches_coordinates_whose_weight_underflows():
 
 
 @pytest.mark.parametrize("x64", [False, True], ids=["float32", "float64"])
-@pytest.mark.parametrize("size", [1, 5, 32, 33, 100, 256, 2500])
+@pytest.mark.parametrize("size", [1, 5, 64, 65, 100, 256, 2500, 40000])
 def test_cumulative_sum_matches_cumsum(size, x64):
-    """Both directions, lengths below, at and above the block size, to round-off."""
+    """Both directions, lengths below, at and above the block size, and beyond the
+    products' bound (the scan), to round-off."""
     with jax.enable_x64(x64):
         values = jnp.asarray(np.random.default_rng(size).exponential(size=size))
         rtol = 1e-12 if x64 else 1e-5
         for reverse in (False, True):
             expected = jnp.cumsum(values[::-1])[::-1] if reverse else jnp.cumsum(values)
-            got = path.cumulative_sum(values, reverse=reverse)
+            got = path_draw.cumulative_sum(values, reverse=reverse)
             assert got.dtype == values.dtype
             np.testing.assert_allclose(got, expected, rtol=rtol)
 

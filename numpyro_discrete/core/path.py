@@ -50,8 +50,6 @@ Example: an exact draw from a product of Bernoullis is kept by LBP-2 steps.
 
 from collections.abc import Callable
 
-import numpy as np
-
 import jax
 from jax import lax, random
 import jax.numpy as jnp
@@ -65,6 +63,7 @@ from numpyro_discrete.core.path_draw import (
     Path,
     buffer_size,
     coordinate_log_weights,
+    cumulative_sum,
     default_chunk_size,
     draw_into_buffers,
 )
@@ -72,7 +71,6 @@ from numpyro_discrete.core.state import Info, State, mh_accept
 
 __all__ = [
     "build_kernel",
-    "cumulative_sum",
     "off_path_log_mass",
     "path_log_prob",
 ]
@@ -118,27 +116,6 @@ def off_path_log_mass(log_w_coord: jax.Array, on_path: jax.Array) -> jax.Array:
     share one reduction.
     """
     return logsumexp(jnp.where(on_path, -jnp.inf, log_w_coord), axis=-1)
-
-
-# Block of the matrix-product cumulative sum: XLA CPU lowers ``lax.cumsum`` to a tree of
-# reduce-window operations (one dispatch each), while two small products do the same work.
-_CUMSUM_BLOCK = 32
-
-
-def cumulative_sum(values: jax.Array, reverse: bool = False) -> jax.Array:
-    """Inclusive cumulative sum of a vector (from the end with ``reverse=True``), computed
-    blockwise with two triangular matrix products at full precision."""
-    if reverse:
-        return cumulative_sum(values[::-1])[::-1]
-    n = values.shape[0]
-    block = min(n, _CUMSUM_BLOCK)
-    num_blocks = -(-n // block)
-    blocks = jnp.pad(values, (0, num_blocks * block - n)).reshape(num_blocks, block)
-    upper = jnp.asarray(np.triu(np.ones((block, block))), values.dtype)
-    within = jnp.matmul(blocks, upper, precision=lax.Precision.HIGHEST)
-    strictly_lower = jnp.asarray(np.tril(np.ones((num_blocks, num_blocks)), -1), values.dtype)
-    offsets = jnp.matmul(strictly_lower, within[:, -1], precision=lax.Precision.HIGHEST)
-    return (within + offsets[:, None]).reshape(-1)[:n]
 
 
 def _log_cumulative(log_start: jax.Array, log_values: jax.Array, reverse: bool) -> jax.Array:
