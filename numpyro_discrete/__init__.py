@@ -10,6 +10,7 @@ from numpyro_discrete.kernels.collapsed import CollapsedDraw, CollapsedDrawState
 from numpyro_discrete.kernels.dmala import DMALA, DMALAState
 from numpyro_discrete.kernels.lbp import ALBP, LBP, ALBPState, LBPState
 from numpyro_discrete.kernels.lbp_gibbs import LBPGibbs, LBPGibbsState
+from numpyro_discrete.kernels.loop_checks import enable_loop_checks, loop_checks_enabled
 from numpyro_discrete.model.errors import ModelError
 from numpyro_discrete.model.layout import SiteSupport, discrete_sites
 
@@ -34,5 +35,7 @@ __all__ = [
     "ModelError",
     "SiteSupport",
     "discrete_sites",
+    "enable_loop_checks",
+    "loop_checks_enabled",
 ]
 __version__ = "0.1.0"

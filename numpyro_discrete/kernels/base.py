@@ -24,6 +24,7 @@ from numpyro.util import identity, is_prng_key
 from numpyro_discrete.core import state as core_state
 from numpyro_discrete.core.local_ratios import LocalFn
 from numpyro_discrete.kernels.arguments import check_kernel_arguments
+from numpyro_discrete.kernels.loop_checks import loop_checks_enabled
 from numpyro_discrete.kernels.stuck_coordinates import StuckCoordinateWatch
 from numpyro_discrete.model.errors import named_model_errors
 from numpyro_discrete.model.initial_values import (
@@ -340,7 +341,7 @@ class DiscreteKernel(MCMCKernel):
         if sample_fn is None:
             raise RuntimeError(f"{type(self).__name__}: call `init` before `sample`.")
         state = sample_fn(state, model_args, model_kwargs)
-        if self._check_in_sample:
+        if self._check_in_sample and loop_checks_enabled():
             state = self._watch.check(state, model_args, model_kwargs, batched=self._batched)
             state = self._check_warmup_end(state)
         return state
