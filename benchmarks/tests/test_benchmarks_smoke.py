@@ -312,3 +312,19 @@ def test_bench_sweeps_quick(tmp_path, monkeypatch):
         means = np.array([r["mean"] for r in rows])
         errors = np.array([r["mean_mcse"] for r in rows])
         assert np.ptp(means) < 5 * np.sqrt(2) * errors.max()
+
+
+@pytest.mark.slow
+def test_bench_persistent_cache_quick(tmp_path):
+    """``benchmarks/bench_persistent_cache.py --quick``: both settings, every process timed;
+    with the loop checks off, the second process's later run loads numpyro's loop from the
+    cache (a run of a few steps, against a compilation of at least a second in the first)."""
+    result = _quick_report("bench_persistent_cache", tmp_path)
+    rows = {(row["loop_checks"], row["process"]): row for row in result["rows"]}
+    assert set(rows) == {(s, p) for s in ("on", "off") for p in (1, 2)}
+    assert all(
+        _is_finite_number(row[field]) and row[field] > 0
+        for row in rows.values()
+        for field in ("first_run_s", "later_run_s")
+    )
+    assert rows["off", 2]["later_run_s"] < 0.5 * rows["on", 2]["later_run_s"]

@@ -1,0 +1,166 @@
+"""
+Benchmark: first and later runs with JAX's persistent compilation cache, loop checks on or off
+==============================================================================================
+
+JAX stores no program that holds a host callback in its persistent compilation cache, and
+the kernels' in-run checks report through one (:mod:`numpyro_discrete.kernels.loop_checks`).
+This benchmark measures what :func:`numpyro_discrete.enable_loop_checks` ``(False)`` buys a
+user who turns the cache on: for each case, ``--processes`` fresh processes per setting
+(checks on, checks off), alternated, every process of a setting sharing one new cache
+directory (threshold ``jax_persistent_cache_min_compile_time_secs = 0.2``). Each process
+times, as a user waits for them:
+
+- **first run s** - kernel construction, ``MCMC(..., progress_bar=False)`` and ``run`` until
+  the draws are ready (init, tracing, compilation or loading from the cache, every step);
+- **later run s** - a second ``run`` of ``S`` draws from ``post_warmup_state`` in the same
+  process (numpyro traces and compiles its loop again on every ``run``: a different loop
+  length from the first run's, so compiled in the first process, loaded in later ones).
+
+Cases: ``ising`` - ``ALBP`` on the summed Ising 50 x 50 of :mod:`benchmarks.targets` (1000 +
+1000; ``--quick``: 10 x 10, 50 + 50); gallery models (``--models``) - ``LBPGibbs(NUTS(model))``
+at the example size (500 + 500). The first process of each setting starts with an empty
+cache, so it compiles everything either way.
+
+Usage (from the repository root)::
+
+    python -m benchmarks.bench_persistent_cache
+    python -m benchmarks.bench_persistent_cache --models mixture --processes 2
+    python -m benchmarks.bench_persistent_cache --quick
+"""
+
+from collections.abc import Sequence
+import json
+from pathlib import Path
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+from benchmarks.measurement import (
+    RESULTS_DIR,
+    benchmark_parser,
+    fmt,
+    parse_benchmark_args,
+    result_record,
+    write_results,
+)
+
+FULL = {"models": ["ising", "mixture", "fhmm", "change_point"], "processes": 3, "ising_p": 50}
+QUICK = {"models": ["ising"], "processes": 2, "ising_p": 10}
+HELP = {
+    "models": "cases: ising, or gallery models",
+    "processes": "fresh processes per case and setting",
+    "ising_p": "side of the Ising lattice",
+}
+SETTINGS = ("on", "off")
+CACHE_THRESHOLD_S = 0.2
+
+
+def run_worker(spec: dict[str, Any]) -> dict[str, float]:
+    """One process's first and later run of `spec`'s case (``--worker``)."""
+    import jax
+
+    jax.config.update("jax_compilation_cache_dir", spec["cache_dir"])
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", CACHE_THRESHOLD_S)
+    from numpyro.infer import MCMC, NUTS
+
+    import numpyro_discrete
+    from numpyro_discrete import ALBP, LBPGibbs
+    from numpyro_discrete.gallery import GALLERY
+
+    from benchmarks.targets import ising_target
+
+    numpyro_discrete.enable_loop_checks(spec["loop_checks"] == "on")
+    if spec["case"] == "ising":
+        model, args, kwargs = ising_target(spec["ising_p"]).model, (), {}
+        steps = 50 if spec["quick"] else 1000
+    else:
+        entry = GALLERY[spec["case"]]
+        data = entry.simulate(0, "example")
+        model, args, kwargs, steps = entry.model, data.args, data.kwargs, 500
+    start = time.perf_counter()
+    kernel = ALBP(model) if spec["case"] == "ising" else LBPGibbs(NUTS(model))
+    mcmc = MCMC(kernel, num_warmup=steps, num_samples=steps, progress_bar=False)
+    mcmc.run(jax.random.key(0), *args, **kwargs)
+    jax.block_until_ready(mcmc.get_samples())
+    first = time.perf_counter() - start
+    mcmc.post_warmup_state = mcmc.last_state
+    start = time.perf_counter()
+    mcmc.run(mcmc.last_state.rng_key, *args, **kwargs)
+    jax.block_until_ready(mcmc.get_samples())
+    return {"first_run_s": first, "later_run_s": time.perf_counter() - start}
+
+
+def measure(case: str, settings: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every process of `case`, the two settings alternated."""
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bench_persistent_cache_") as root:
+        for index in range(settings["processes"]):
+            for loop_checks in SETTINGS:
+                spec = {
+                    "case": case,
+                    "loop_checks": loop_checks,
+                    "cache_dir": str(Path(root) / loop_checks),
+                    "ising_p": settings["ising_p"],
+                    "quick": settings["quick"],
+                }
+                command = [sys.executable, "-m", __spec__.name, "--worker", json.dumps(spec)]
+                done = subprocess.run(command, capture_output=True, text=True, check=False)
+                if done.returncode != 0:
+                    raise RuntimeError(f"{case}, loop checks {loop_checks}: {done.stderr[-2000:]}")
+                timing = json.loads(done.stdout.strip().splitlines()[-1])
+                rows.append({"case": case, "loop_checks": loop_checks, "process": index + 1})
+                rows[-1].update(timing)
+                print(
+                    f"{case:14s} checks {loop_checks:3s} process {index + 1}: first run "
+                    f"{fmt(timing['first_run_s'])} s, later run {fmt(timing['later_run_s'])} s",
+                    flush=True,
+                )
+    return rows
+
+
+def markdown_report(rows: list[dict[str, Any]], settings: dict[str, Any]) -> str:
+    processes = range(1, settings["processes"] + 1)
+    header = (
+        ["case", "loop checks"]
+        + [f"first run s, process {p}" for p in processes]
+        + [f"later run s, process {p}" for p in processes]
+    )
+    lines = [
+        "## bench_persistent_cache",
+        "",
+        f"JAX's persistent compilation cache on (threshold {CACHE_THRESHOLD_S} s), one cache "
+        "directory per case and setting, fresh processes alternated between the settings; "
+        "the first process of each starts with an empty cache.",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + "---|" * len(header),
+    ]
+    for case in settings["models"]:
+        for loop_checks in SETTINGS:
+            mine = [r for r in rows if r["case"] == case and r["loop_checks"] == loop_checks]
+            cells = [fmt(r["first_run_s"]) for r in mine] + [fmt(r["later_run_s"]) for r in mine]
+            lines.append("| " + " | ".join([case, loop_checks, *cells]) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["--worker"]:
+        print(json.dumps(run_worker(json.loads(argv[1]))))
+        return None
+    out_dirs = (RESULTS_DIR / "persistent_cache", RESULTS_DIR / "quick")
+    parser = benchmark_parser(__doc__.splitlines()[1], FULL, QUICK, HELP, out_dirs, None)
+    args = parse_benchmark_args(parser, argv, FULL, QUICK, out_dirs)
+    settings = {name: getattr(args, name) for name in FULL} | {"quick": args.quick}
+    rows = [row for case in settings["models"] for row in measure(case, settings)]
+    report = markdown_report(rows, settings)
+    print(report)
+    result = result_record(settings, rows=rows)
+    write_results(args.out_dir, "bench_persistent_cache", result, report)
+    return result
+
+
+if __name__ == "__main__":
+    main()
