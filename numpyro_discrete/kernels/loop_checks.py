@@ -11,13 +11,13 @@ every later ``run`` compiles the sampling loop again even where that cache is on
 
 :func:`enable_loop_checks` turns them off for steps traced afterwards (a new ``MCMC`` or
 kernel): the loop then holds no callback, and the persistent cache stores and reloads it.
-Measured (2-core CPU, 3 fresh processes each, one cache directory per setting, the cache's
-threshold 0.2 s): ``ALBP`` on the summed Ising 50 x 50 (1000 + 1000), the first run took
-4.0-4.7 s in each process with the checks on, and 4.1, 2.6 and 2.1 s with them off; a later
-run of 1000 draws in the same process 2.2-2.7 s against 0.4 s. ``LBPGibbs(NUTS(model))`` on
-the gallery's mixture (500 + 500): 9.1, 5.6 and 5.5 s against 8.7, 4.8 and 3.5 s; later runs
-3.0 s against 0.5 s. The price is the warnings: a stuck coordinate, a poor adaptation or a
-truncation that matters is then not reported.
+Measured by ``benchmarks/bench_persistent_cache.py`` (2-core CPU, fresh processes, the two
+settings alternated, one cache directory each): in the second and third processes, ``ALBP``
+on the summed Ising 50 x 50 (1000 + 1000) ran its first run in 4.8-5.5 s with the checks on
+and 2.3-2.7 s off, and a later run of 1000 draws in 2.5-3.4 s against 0.4 s;
+``LBPGibbs(NUTS(model))`` on the gallery's mixture (500 + 500) in 8.5-9.1 s against
+3.3-4.1 s, later runs 3.9-4.4 s against 0.6 s. The price is the warnings: a stuck
+coordinate, a poor adaptation or a truncation that matters is then not reported.
 
 Example:
 
