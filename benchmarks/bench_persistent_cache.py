@@ -18,8 +18,10 @@ times, as a user waits for them:
 
 Cases: ``ising`` - ``ALBP`` on the summed Ising 50 x 50 of :mod:`benchmarks.targets` (1000 +
 1000; ``--quick``: 10 x 10, 50 + 50); gallery models (``--models``) - ``LBPGibbs(NUTS(model))``
-at the example size (500 + 500). The first process of each setting starts with an empty
-cache, so it compiles everything either way.
+at the example size (500 + 500), one chain, or ``K`` sequential chains for ``model/K`` (numpyro
+compiles its loop again for every chain: from the second on, a cache hit with the checks
+off). The first process of each setting starts with an empty cache, so it compiles
+everything either way, but for the chains after the first.
 
 Usage (from the repository root)::
 
@@ -46,10 +48,14 @@ from benchmarks.measurement import (
     write_results,
 )
 
-FULL = {"models": ["ising", "mixture", "fhmm", "change_point"], "processes": 3, "ising_p": 50}
+FULL = {
+    "models": ["ising", "mixture", "mixture/4", "fhmm", "change_point"],
+    "processes": 3,
+    "ising_p": 50,
+}
 QUICK = {"models": ["ising"], "processes": 2, "ising_p": 10}
 HELP = {
-    "models": "cases: ising, or gallery models",
+    "models": "cases: ising, gallery models, model/K for K sequential chains",
     "processes": "fresh processes per case and setting",
     "ising_p": "side of the Ising lattice",
 }
@@ -72,16 +78,24 @@ def run_worker(spec: dict[str, Any]) -> dict[str, float]:
     from benchmarks.targets import ising_target
 
     numpyro_discrete.enable_loop_checks(spec["loop_checks"] == "on")
-    if spec["case"] == "ising":
+    name, _, chains = spec["case"].partition("/")
+    if name == "ising":
         model, args, kwargs = ising_target(spec["ising_p"]).model, (), {}
         steps = 50 if spec["quick"] else 1000
     else:
-        entry = GALLERY[spec["case"]]
+        entry = GALLERY[name]
         data = entry.simulate(0, "example")
         model, args, kwargs, steps = entry.model, data.args, data.kwargs, 500
     start = time.perf_counter()
-    kernel = ALBP(model) if spec["case"] == "ising" else LBPGibbs(NUTS(model))
-    mcmc = MCMC(kernel, num_warmup=steps, num_samples=steps, progress_bar=False)
+    kernel = ALBP(model) if name == "ising" else LBPGibbs(NUTS(model))
+    mcmc = MCMC(
+        kernel,
+        num_warmup=steps,
+        num_samples=steps,
+        num_chains=int(chains or 1),
+        chain_method="sequential",
+        progress_bar=False,
+    )
     mcmc.run(jax.random.key(0), *args, **kwargs)
     jax.block_until_ready(mcmc.get_samples())
     first = time.perf_counter() - start

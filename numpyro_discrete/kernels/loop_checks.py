@@ -13,10 +13,12 @@ every later ``run`` compiles the sampling loop again even where that cache is on
 kernel): the loop then holds no callback, and the persistent cache stores and reloads it.
 Measured by ``benchmarks/bench_persistent_cache.py`` (2-core CPU, fresh processes, the two
 settings alternated, one cache directory each): in the second and third processes, ``ALBP``
-on the summed Ising 50 x 50 (1000 + 1000) ran its first run in 4.8-5.5 s with the checks on
-and 2.3-2.7 s off, and a later run of 1000 draws in 2.5-3.4 s against 0.4 s;
-``LBPGibbs(NUTS(model))`` on the gallery's mixture (500 + 500) in 8.5-9.1 s against
-3.3-4.1 s, later runs 3.9-4.4 s against 0.6 s. The price is the warnings: a stuck
+on the summed Ising 50 x 50 (1000 + 1000) ran its first run in 3.5-3.7 s with the checks on
+and 1.6-1.7 s off, and a later run of 1000 draws in 1.9-2.1 s against 0.3 s;
+``LBPGibbs(NUTS(model))`` on the gallery's mixture (500 + 500) in 5.7-6.4 s against
+2.9-3.5 s, later runs 2.9 s against 0.4 s. Sequential chains gain in the first process
+already, numpyro compiling its loop again for every chain: four on the mixture, 17.4 s
+against 9.7 s. The price is the warnings: a stuck
 coordinate, a poor adaptation or a truncation that matters is then not reported.
 
 Example:
