@@ -6,9 +6,10 @@ JAX stores no program that holds a host callback in its persistent compilation c
 the kernels' in-run checks report through one (:mod:`numpyro_discrete.kernels.loop_checks`).
 This benchmark measures what :func:`numpyro_discrete.enable_loop_checks` ``(False)`` buys a
 user who turns the cache on: for each case, ``--processes`` fresh processes per setting
-(checks on, checks off), alternated, every process of a setting sharing one new cache
-directory (threshold ``jax_persistent_cache_min_compile_time_secs = 0.2``). Each process
-times, as a user waits for them:
+(checks on, checks off, and, on gallery models, numpyro's ``DiscreteHMCGibbs(NUTS(model))``
+with the same cache: its loop holds no callback), alternated, every process of a setting
+sharing one new cache directory (threshold ``jax_persistent_cache_min_compile_time_secs =
+0.2``). Each process times, as a user waits for them:
 
 - **first run s** - kernel construction, ``MCMC(..., progress_bar=False)`` and ``run`` until
   the draws are ready (init, tracing, compilation or loading from the cache, every step);
@@ -59,8 +60,16 @@ HELP = {
     "processes": "fresh processes per case and setting",
     "ising_p": "side of the Ising lattice",
 }
-SETTINGS = ("on", "off")
 CACHE_THRESHOLD_S = 0.2
+#: numpyro's anchor on the gallery's models, with the cache on (its loop holds no callback)
+ANCHOR = "DiscreteHMCGibbs"
+
+
+def variants(case: str) -> tuple[tuple[str, str], ...]:
+    """The (sampler, loop checks) settings of `case`."""
+    if case == "ising":
+        return ("ALBP", "on"), ("ALBP", "off")
+    return ("LBPGibbs(NUTS)", "on"), ("LBPGibbs(NUTS)", "off"), (ANCHOR, "-")
 
 
 def run_worker(spec: dict[str, Any]) -> dict[str, float]:
@@ -69,7 +78,7 @@ def run_worker(spec: dict[str, Any]) -> dict[str, float]:
 
     jax.config.update("jax_compilation_cache_dir", spec["cache_dir"])
     jax.config.update("jax_persistent_cache_min_compile_time_secs", CACHE_THRESHOLD_S)
-    from numpyro.infer import MCMC, NUTS
+    from numpyro.infer import MCMC, NUTS, DiscreteHMCGibbs
 
     import numpyro_discrete
     from numpyro_discrete import ALBP, LBPGibbs
@@ -77,7 +86,7 @@ def run_worker(spec: dict[str, Any]) -> dict[str, float]:
 
     from benchmarks.targets import ising_target
 
-    numpyro_discrete.enable_loop_checks(spec["loop_checks"] == "on")
+    numpyro_discrete.enable_loop_checks(spec["loop_checks"] != "off")
     name, _, chains = spec["case"].partition("/")
     if name == "ising":
         model, args, kwargs = ising_target(spec["ising_p"]).model, (), {}
@@ -87,7 +96,12 @@ def run_worker(spec: dict[str, Any]) -> dict[str, float]:
         data = entry.simulate(0, "example")
         model, args, kwargs, steps = entry.model, data.args, data.kwargs, 500
     start = time.perf_counter()
-    kernel = ALBP(model) if name == "ising" else LBPGibbs(NUTS(model))
+    kernels = {
+        "ALBP": lambda: ALBP(model),
+        "LBPGibbs(NUTS)": lambda: LBPGibbs(NUTS(model)),
+        ANCHOR: lambda: DiscreteHMCGibbs(NUTS(model)),
+    }
+    kernel = kernels[spec["sampler"]]()
     mcmc = MCMC(
         kernel,
         num_warmup=steps,
@@ -107,28 +121,30 @@ def run_worker(spec: dict[str, Any]) -> dict[str, float]:
 
 
 def measure(case: str, settings: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every process of `case`, the two settings alternated."""
+    """Every process of `case`, its settings alternated."""
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench_persistent_cache_") as root:
         for index in range(settings["processes"]):
-            for loop_checks in SETTINGS:
+            for sampler, loop_checks in variants(case):
                 spec = {
                     "case": case,
+                    "sampler": sampler,
                     "loop_checks": loop_checks,
-                    "cache_dir": str(Path(root) / loop_checks),
+                    "cache_dir": str(Path(root) / f"{sampler[:4]}-{loop_checks}"),
                     "ising_p": settings["ising_p"],
                     "quick": settings["quick"],
                 }
                 command = [sys.executable, "-m", __spec__.name, "--worker", json.dumps(spec)]
                 done = subprocess.run(command, capture_output=True, text=True, check=False)
                 if done.returncode != 0:
-                    raise RuntimeError(f"{case}, loop checks {loop_checks}: {done.stderr[-2000:]}")
+                    raise RuntimeError(f"{case}, {sampler}, {loop_checks}: {done.stderr[-2000:]}")
                 timing = json.loads(done.stdout.strip().splitlines()[-1])
-                rows.append({"case": case, "loop_checks": loop_checks, "process": index + 1})
-                rows[-1].update(timing)
+                row = {"case": case, "sampler": sampler, "loop_checks": loop_checks}
+                rows.append({**row, "process": index + 1, **timing})
                 print(
-                    f"{case:14s} checks {loop_checks:3s} process {index + 1}: first run "
-                    f"{fmt(timing['first_run_s'])} s, later run {fmt(timing['later_run_s'])} s",
+                    f"{case:14s} {sampler:16s} checks {loop_checks:3s} process {index + 1}: "
+                    f"first run {fmt(timing['first_run_s'])} s, later run "
+                    f"{fmt(timing['later_run_s'])} s",
                     flush=True,
                 )
     return rows
@@ -137,7 +153,7 @@ def measure(case: str, settings: dict[str, Any]) -> list[dict[str, Any]]:
 def markdown_report(rows: list[dict[str, Any]], settings: dict[str, Any]) -> str:
     processes = range(1, settings["processes"] + 1)
     header = (
-        ["case", "loop checks"]
+        ["case", "sampler", "loop checks"]
         + [f"first run s, process {p}" for p in processes]
         + [f"later run s, process {p}" for p in processes]
     )
@@ -152,10 +168,14 @@ def markdown_report(rows: list[dict[str, Any]], settings: dict[str, Any]) -> str
         "|" + "---|" * len(header),
     ]
     for case in settings["models"]:
-        for loop_checks in SETTINGS:
-            mine = [r for r in rows if r["case"] == case and r["loop_checks"] == loop_checks]
+        for sampler, loop_checks in variants(case):
+            mine = [
+                r
+                for r in rows
+                if (r["case"], r["sampler"], r["loop_checks"]) == (case, sampler, loop_checks)
+            ]
             cells = [fmt(r["first_run_s"]) for r in mine] + [fmt(r["later_run_s"]) for r in mine]
-            lines.append("| " + " | ".join([case, loop_checks, *cells]) + " |")
+            lines.append("| " + " | ".join([case, sampler, loop_checks, *cells]) + " |")
     return "\n".join(lines) + "\n"
 
 

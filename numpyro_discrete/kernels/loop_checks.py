@@ -11,14 +11,14 @@ every later ``run`` compiles the sampling loop again even where that cache is on
 
 :func:`enable_loop_checks` turns them off for steps traced afterwards (a new ``MCMC`` or
 kernel): the loop then holds no callback, and the persistent cache stores and reloads it.
-Measured by ``benchmarks/bench_persistent_cache.py`` (2-core CPU, fresh processes, the two
+Measured by ``benchmarks/bench_persistent_cache.py`` (2-core CPU, fresh processes, the
 settings alternated, one cache directory each): in the second and third processes, ``ALBP``
-on the summed Ising 50 x 50 (1000 + 1000) ran its first run in 3.5-3.7 s with the checks on
-and 1.6-1.7 s off, and a later run of 1000 draws in 1.9-2.1 s against 0.3 s;
-``LBPGibbs(NUTS(model))`` on the gallery's mixture (500 + 500) in 5.7-6.4 s against
-2.9-3.5 s, later runs 2.9 s against 0.4 s. Sequential chains gain in the first process
-already, numpyro compiling its loop again for every chain: four on the mixture, 17.4 s
-against 9.7 s. The price is the warnings: a stuck
+on the summed Ising 50 x 50 (1000 + 1000) ran its first run in 4.0-4.5 s with the checks on
+and 2.2-2.5 s off, and a later run of 1000 draws in 2.3-2.7 s against 0.3-0.4 s;
+``LBPGibbs(NUTS(model))`` on the gallery's mixture (500 + 500) in 8.1-8.6 s against
+3.7-5.6 s (numpyro's ``DiscreteHMCGibbs``, cached too, 16.3-18.3 s), later runs 3.3-3.4 s
+against 0.5-0.7 s. Sequential chains gain in the first process already, numpyro compiling
+its loop again for every chain: four on the mixture, 20.5 s against 12.2 s. The price is the warnings: a stuck
 coordinate, a poor adaptation or a truncation that matters is then not reported.
 
 Example:
