@@ -18,8 +18,9 @@ and 2.2-2.5 s off, and a later run of 1000 draws in 2.3-2.7 s against 0.3-0.4 s;
 ``LBPGibbs(NUTS(model))`` on the gallery's mixture (500 + 500) in 8.1-8.6 s against
 3.7-5.6 s (numpyro's ``DiscreteHMCGibbs``, cached too, 16.3-18.3 s), later runs 3.3-3.4 s
 against 0.5-0.7 s. Sequential chains gain in the first process already, numpyro compiling
-its loop again for every chain: four on the mixture, 20.5 s against 12.2 s. The price is the warnings: a stuck
-coordinate, a poor adaptation or a truncation that matters is then not reported.
+its loop again for every chain: four on the mixture, 20.5 s against 12.2 s. The price is
+the warnings: a stuck coordinate, a poor adaptation or a truncation that matters is then
+not reported.
 
 Example:
 
