@@ -78,18 +78,32 @@ def test_the_step_holds_host_callbacks_only_with_loop_checks(name, restore_loop_
     assert "callback" not in step_program(make_kernel(), model_args)
 
 
-def test_without_loop_checks_the_draws_are_the_same_and_nothing_warns(restore_loop_checks):
+@pytest.mark.parametrize(
+    "chain_method",
+    [
+        "sequential",
+        pytest.param("vectorized", marks=pytest.mark.slow),
+        pytest.param("parallel", marks=pytest.mark.slow),
+    ],
+)
+def test_without_loop_checks_the_draws_are_the_same_and_nothing_warns(
+    chain_method, restore_loop_checks
+):
     def draws():
         mcmc = MCMC(
             ALBP(trap_model, weights="gradient"),
             num_warmup=500,
             num_samples=300,
+            num_chains=2,
+            chain_method=chain_method,
             progress_bar=False,
         )
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             mcmc.run(random.key(0))
-            x = np.asarray(mcmc.get_samples()["x"])
+            x = np.asarray(mcmc.get_samples(group_by_chain=True)["x"])
+            # parallel chains return before their callbacks ran
+            jax.effects_barrier()
         return x, [str(w.message) for w in caught if "never changed" in str(w.message)]
 
     checked, stuck = draws()
