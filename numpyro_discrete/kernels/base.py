@@ -341,10 +341,16 @@ class DiscreteKernel(MCMCKernel):
         if sample_fn is None:
             raise RuntimeError(f"{type(self).__name__}: call `init` before `sample`.")
         state = sample_fn(state, model_args, model_kwargs)
-        if self._check_in_sample and loop_checks_enabled():
+        if self._checks_in_step():
             state = self._watch.check(state, model_args, model_kwargs, batched=self._batched)
             state = self._check_warmup_end(state)
         return state
+
+    def _checks_in_step(self) -> bool:
+        """Whether the step being traced compiles the in-run checks: not where ``init`` ran
+        under ``vmap``, nor where :func:`~numpyro_discrete.kernels.loop_checks.enable_loop_checks`
+        turned them off."""
+        return self._check_in_sample and loop_checks_enabled()
 
     def _check_warmup_end(self, state: NamedTuple) -> NamedTuple:
         """`state` unchanged, after the kernel's own checks of its adaptation at the end of

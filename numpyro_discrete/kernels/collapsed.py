@@ -23,7 +23,6 @@ from numpyro_discrete.core import block_gibbs, collapse
 from numpyro_discrete.core.neighbourhood import UNBOUNDED
 from numpyro_discrete.core.state import Info, SweepState
 from numpyro_discrete.kernels.exact_sweep import ExactSweepKernel, ExactSweepState
-from numpyro_discrete.kernels.loop_checks import loop_checks_enabled
 from numpyro_discrete.model.errors import ModelError
 from numpyro_discrete.model.target import DiscreteTarget
 from numpyro_discrete.structure.chain_blocks import find_chain_blocks
@@ -226,12 +225,7 @@ class CollapsedDraw(ExactSweepKernel):
         key_next, key_step = random.split(state.rng_key)
         new, (info, top) = self._transition(key_step, position, log_terms, state.i)
         state = self.state_type(**self._step_fields(state, new, info, key_next))
-        if (
-            self._check_in_sample
-            and loop_checks_enabled()
-            and self._table is not None
-            and np.any(self._table.truncated)
-        ):
+        if self._checks_in_step() and self._table is not None and np.any(self._table.truncated):
             state = self._check_truncation(state, top)
         return state
 
