@@ -114,6 +114,21 @@ def test_a_later_reading_compiles_nothing(caplog):
     assert len(longer) == 1, longer
 
 
+def test_typed_and_raw_keys_share_one_reading(caplog):
+    """`LBPGibbs` reads the model with a key folded from the user's (``random.PRNGKey``,
+    raw) and the target at ``random.key(0)`` (typed): one program for both, the same draws."""
+    y = jnp.asarray([0.1, 2.2, -0.3, 1.8, 0.6, 1.1])  # a shape no other test reads
+    typed, first = _compilations(
+        caplog, lambda: sites.reading_trace(conditioned(mixture), random.key(5), (y,), {})
+    )
+    raw, later = _compilations(
+        caplog, lambda: sites.reading_trace(conditioned(mixture), random.PRNGKey(5), (y,), {})
+    )
+    assert len(first) == 1 and later == [], (first, later)
+    _assert_same_trace(raw, typed)
+    _assert_same_trace(typed, _op_by_op(conditioned(mixture), random.key(5), (y,), {}))
+
+
 def test_a_reading_inside_a_trace_is_concrete():
     """``init`` under ``jit`` reads the model at concrete values: the compiled reading runs,
     it is not staged into the caller's program."""

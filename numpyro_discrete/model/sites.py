@@ -9,6 +9,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 import jax
+from jax import random
 import jax.numpy as jnp
 
 from numpyro.distributions import Distribution
@@ -126,7 +127,7 @@ def _compiled_reading(
     inside ``vmap`` or ``pmap`` with traced conditioning) or distributions that keep a
     computed value outside their pytree fields keep the op-by-op reading.
     """
-    leaves, treedef = jax.tree.flatten((rng_key, model_args, dict(model_kwargs)))
+    leaves, treedef = jax.tree.flatten((_raw_key(rng_key), model_args, dict(model_kwargs)))
     if any(isinstance(leaf, jax.core.Tracer) for leaf in leaves):
         return None
     is_array = [isinstance(leaf, jax.Array | np.ndarray) for leaf in leaves]
@@ -168,6 +169,21 @@ def _compiled_reading(
     for name, depth, attribute, value in reading.missing:
         setattr(_distribution_chain(model_trace[name].get("fn"))[depth], attribute, value)
     return model_trace
+
+
+def _raw_key(rng_key: jax.Array) -> jax.Array:
+    """A typed key of the default implementation as its raw data, which draws the same
+    values: so that a reading with ``random.key`` and one with ``random.PRNGKey`` (the
+    kernels' own readings and a user's key) are one program, not two compilations."""
+    dtype = getattr(rng_key, "dtype", None)
+    if (
+        dtype is not None
+        and not isinstance(rng_key, jax.core.Tracer)
+        and jnp.issubdtype(dtype, jax.dtypes.prng_key)
+        and str(random.key_impl(rng_key)) == jax.config.jax_default_prng_impl
+    ):
+        return random.key_data(rng_key)
+    return rng_key
 
 
 def _identity_key(model: Callable) -> tuple[Any, list]:
