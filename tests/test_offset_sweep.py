@@ -46,7 +46,7 @@ def test_offset_sweep_draws_exact_conditionals(space, x64):
     ordinal (1..3) coordinates (3 slots, lower bounds, a coordinate of 2 values among 3
     slots): each coordinate's conditional from the offsets equals the exact one to 1e-10 at
     every state; one compiled sweep draws what the sweep by gathered tables draws with the
-    same key, and its transitions match the product of its classes' exact moves
+    same key (and carries ``log pi`` forward to the value of the terms), and its transitions match the product of its classes' exact moves
     (chi-square)."""
     target, states = _space(space)
     structure = target.structure
@@ -71,12 +71,16 @@ def test_offset_sweep_draws_exact_conditionals(space, x64):
         state = chromatic.init(x, log_terms)
         new_offsets, _ = by_offsets(key, state, table_sweep.SweepTables(tables, log_terms))
         new_gathers, _ = by_gathers(key, state, table_sweep.SweepTables(gathered, log_terms))
-        return new_offsets, new_gathers
+        carried, _ = by_offsets(key, state, table_sweep.SweepTables(tables, log_terms, False))
+        return new_offsets, new_gathers, carried
 
     for key, state in zip(random.split(random.key(1), len(states)), states, strict=True):
-        new_offsets, new_gathers = both(key, jnp.asarray(state))
+        new_offsets, new_gathers, carried = both(key, jnp.asarray(state))
         np.testing.assert_array_equal(new_offsets.position, new_gathers.position)
         np.testing.assert_allclose(new_offsets.log_density, new_gathers.log_density, atol=1e-10)
+        # log pi carried forward by the classes' changes (offset_sweep.class_change)
+        np.testing.assert_array_equal(carried.position, new_offsets.position)
+        np.testing.assert_allclose(carried.log_density, new_offsets.log_density, atol=1e-10)
     order = chromatic.class_members(structure)[0][: structure.num_coords]
     matrix = site_scan_matrix(target, target.neighbourhood, states, order)
 
