@@ -278,7 +278,8 @@ def test_pair_tables_give_the_scan_conditionals_on_random_models(spec, x64):
     by tables (what ``ChromaticGibbs`` runs on such a model) has the matrix of the scan
     reading its conditionals from ``log pi`` (1e-10), in a random order of single
     coordinates and by the detected colouring, and the compiled sweep draws from it; the
-    tables summed by offset give the gathered conditionals at every state."""
+    tables summed by offset give the gathered conditionals at every state, and the sweep by
+    offsets carries ``log pi`` forward to the terms' value at its draw."""
     assume(_small(spec, 120))
     kernel = ChromaticGibbs(rm.build_model(spec))
     _, target = discrete_target(spec, kernel)
@@ -315,6 +316,27 @@ def test_pair_tables_give_the_scan_conditionals_on_random_models(spec, x64):
         for x in states:
             expected = np.asarray(jax.nn.softmax(logits(jnp.asarray(x)), axis=-1), np.float64)
             got = offset_probabilities(offsets, summed, jnp.asarray(x))
+            np.testing.assert_allclose(got, expected, atol=1e-9, err_msg=spec.describe())
+    # by the detected colouring, the sweep by offsets carries log pi forward by its classes'
+    # changes (offset_sweep.class_change): the value of the terms at its draw
+    by_colour = offset_sweep.offset_layout(tables, structure)
+    if by_colour is not None:
+        log_terms = target.log_terms()
+        offset_kernel = offset_sweep.build_kernel(by_colour)
+        summed = offset_sweep.offset_tables(
+            by_colour, table_sweep.constant_tables(tables, log_terms)
+        )
+
+        @jax.jit
+        def carried(key, x):
+            state = chromatic.init(x, log_terms)
+            carry = table_sweep.SweepTables(summed, log_terms, False)
+            new, _ = offset_kernel(key, state, carry)
+            return new.log_density, jnp.sum(log_terms(new.position))
+
+        keys = random.split(random.key(spec.seed), len(states))
+        for key, x in zip(keys, states, strict=True):
+            got, expected = carried(key, jnp.asarray(x))
             np.testing.assert_allclose(got, expected, atol=1e-9, err_msg=spec.describe())
     # the sweep by tables: in a random order of single coordinates, and by the detected
     # colouring (valid: a class's draw is its coordinates' moves in any order)
