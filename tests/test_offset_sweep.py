@@ -46,8 +46,8 @@ def test_offset_sweep_draws_exact_conditionals(space, x64):
     ordinal (1..3) coordinates (3 slots, lower bounds, a coordinate of 2 values among 3
     slots): each coordinate's conditional from the offsets equals the exact one to 1e-10 at
     every state; one compiled sweep draws what the sweep by gathered tables draws with the
-    same key (and carries ``log pi`` forward to the value of the terms), and its transitions match the product of its classes' exact moves
-    (chi-square)."""
+    same key (and carries ``log pi`` forward to the value of the terms), and its
+    transitions match the product of its classes' exact moves (chi-square)."""
     target, states = _space(space)
     structure = target.structure
     layout, offsets = _layouts(target)
