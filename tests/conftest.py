@@ -25,8 +25,28 @@ def _memory_mappings() -> int:
         return 0
 
 
+# whether JAX's caches hold programs compiled with 64-bit floats (the `x64` fixture's)
+_CACHED_X64 = [False]
+
+
+def _cache_precision(x64: bool) -> None:
+    """Clear JAX's caches where the next test runs at the other precision than the cached
+    programs: a numpy array that a compiled program captured as a constant under one
+    precision cannot be used by an eager operation under the other (jax 0.10:
+    ``RuntimeProgramInputMismatch``, the cached device copy keeps the first precision).
+    Programs capture the test models' module-level numpy arrays (the model's reading is one
+    compiled program), and a process sets x64 once, tests do not. Between two tests at one
+    precision, the caches are kept: clearing them at every 64-bit test compiled the same
+    small programs again and again (a fifth of the suite's time was small programs)."""
+    if _CACHED_X64[0] != x64:
+        jax.clear_caches()
+        _CACHED_X64[0] = x64
+
+
 @pytest.fixture(autouse=True)
-def _release_compiled_programs():
+def _release_compiled_programs(request):
+    if "x64" not in request.fixturenames:
+        _cache_precision(False)
     yield
     if _memory_mappings() > MAX_MEMORY_MAPPINGS:
         jax.effects_barrier()
@@ -36,18 +56,11 @@ def _release_compiled_programs():
 
 @pytest.fixture
 def x64():
-    """Run the test body with 64-bit floats (exact transition-matrix checks need them).
-
-    JAX's caches are cleared on the way in and out: a numpy array that a compiled program
-    captured as a constant under one precision cannot be used by an eager operation under
-    the other (jax 0.10: ``RuntimeProgramInputMismatch``, the cached device copy keeps the
-    first precision). Programs capture the test models' module-level numpy arrays (the
-    model's reading is one compiled program), and a process sets x64 once, tests do not.
-    """
-    jax.clear_caches()
+    """Run the test body with 64-bit floats (exact transition-matrix checks need them),
+    with JAX's caches cleared where they hold 32-bit programs (:func:`_cache_precision`)."""
+    _cache_precision(True)
     with jax.enable_x64(True):
         yield
-    jax.clear_caches()
 
 
 # The fast tier is mostly XLA compiling small programs that run for milliseconds: there,
@@ -72,11 +85,14 @@ def pytest_configure(config):
 
 def pytest_collection_modifyitems(config, items):
     """The longest tests run last, the 500 random model-kernel pairs after the soak test:
-    CI's slow tier stops at a time budget, so every shorter test gets its turn first."""
+    CI's slow tier stops at a time budget, so every shorter test gets its turn first. The
+    64-bit tests run before the others, so that JAX's caches are cleared once at the change
+    of precision rather than around each of them (:func:`_cache_precision`)."""
     items.sort(
         key=lambda item: (
             item.name == "test_many_random_model_kernel_pairs",
             item.path.name == "test_soak.py",
+            "x64" not in item.fixturenames,
         )
     )
 

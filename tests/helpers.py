@@ -406,11 +406,18 @@ def site_scan_matrix(target, neighbourhood, states, order):
     return sweep
 
 
+def compiled_sweep_tables(layout, log_terms):
+    """:func:`~numpyro_discrete.core.table_sweep.sweep_tables` as one compiled program: run
+    op by op, a random model's terms compile one small program per operation (seconds per
+    model)."""
+    return jax.jit(lambda: table_sweep.sweep_tables(layout, log_terms))()
+
+
 def table_scan_matrix(target, layout, states, order):
     """The exact matrix of visiting the coordinates in `order`, each drawn from the
     conditional the sweep by pair tables computes
     (:func:`~numpyro_discrete.core.table_sweep.class_logits`) over its slots."""
-    values = table_sweep.sweep_tables(layout, target.log_terms())
+    values = compiled_sweep_tables(layout, target.log_terms())
     logits = jax.jit(lambda x, j: table_sweep.class_logits(layout, values, x, j[None])[0])
     lookup = state_lookup(states)
     sweep = np.eye(len(states))

@@ -157,12 +157,13 @@ def test_the_draw_is_the_enumerated_conditional(x64):
     kernel = initialised(label_model, (jnp.asarray(Y),))
     draw = kernel.discrete_kernel
     theta = {"loc": jnp.asarray(1.3), "scale": jnp.asarray(0.8)}
+    # each side compiled whole: op by op, the model's operations compile one by one
     log_terms = draw._target.log_terms((jnp.asarray(Y),), with_conditioning({}, theta))
-    _, s = collapse.log_potentials(log_terms, draw.table)
+    _, s = jax.jit(lambda: collapse.log_potentials(log_terms, draw.table))()
     # brute force: the joint over 3^5 label vectors, marginalised to each coordinate
     states = np.array(list(itertools.product(range(3), repeat=Y.shape[0])))
-    log_joint = jax.vmap(
-        lambda x: log_density(label_model, (jnp.asarray(Y),), {}, {**theta, "z": x})[0]
+    log_joint = jax.jit(
+        jax.vmap(lambda x: log_density(label_model, (jnp.asarray(Y),), {}, {**theta, "z": x})[0])
     )(jnp.asarray(states))
     probs = np.exp(np.asarray(log_joint - logsumexp(log_joint)))
     for j in range(Y.shape[0]):
@@ -200,11 +201,18 @@ def test_sums_by_slices_equal_sums_by_gathers(model, data, theta, x64):
     def marginal(theta, table):
         return collapse.log_marginal(*potentials(theta, table))
 
+    # each table's pair compiled whole: op by op, the terms compile one by one
+    def both(table):
+        return jax.jit(lambda theta: (potentials(theta, table), jax.grad(marginal)(theta, table)))
+
     theta = {name: jnp.asarray(value) for name, value in theta.items()}
-    pairs = zip(potentials(theta, draw.table), potentials(theta, by_gathers), strict=True)
-    for fast, slow in pairs:
+    (fast_parts, fast_grads), (slow_parts, slow_grads) = (
+        both(draw.table)(theta),
+        both(by_gathers)(theta),
+    )
+    for fast, slow in zip(fast_parts, slow_parts, strict=True):
         np.testing.assert_allclose(fast, slow, rtol=1e-12 if x64 else 1e-6)
-    grads = jax.grad(marginal)(theta, draw.table), jax.grad(marginal)(theta, by_gathers)
+    grads = fast_grads, slow_grads
     for name in theta:
         np.testing.assert_allclose(grads[0][name], grads[1][name], rtol=1e-10 if x64 else 1e-5)
 
@@ -317,7 +325,7 @@ def test_the_chain_draw_is_the_enumerated_conditional():
     theta = hmm_theta(np.random.default_rng(2))
     kwargs = with_conditioning({}, theta)
     states = np.array(list(itertools.product(range(3), repeat=HMM_Y.shape[0])))
-    log_joint = jax.vmap(lambda x: log_density(hmm, (y,), {}, {**theta, "x": x})[0])(
+    log_joint = jax.jit(jax.vmap(lambda x: log_density(hmm, (y,), {}, {**theta, "x": x})[0]))(
         jnp.asarray(states)
     )
     probs = np.exp(np.asarray(log_joint - logsumexp(log_joint)), dtype=np.float64)

@@ -168,7 +168,10 @@ def test_cumulative_sum_matches_cumsum(size, x64):
         rtol = 1e-12 if x64 else 1e-5
         for reverse in (False, True):
             expected = jnp.cumsum(values[::-1])[::-1] if reverse else jnp.cumsum(values)
-            got = path_draw.cumulative_sum(values, reverse=reverse)
+            # compiled, as it runs in a step (op by op, its blocks compile one by one)
+            got = jax.jit(path_draw.cumulative_sum, static_argnames="reverse")(
+                values, reverse=reverse
+            )
             assert got.dtype == values.dtype
             np.testing.assert_allclose(got, expected, rtol=rtol)
 

@@ -60,6 +60,7 @@ from helpers import (
     block_sweep_matrix,
     chi_square_rows,
     chromatic_sweep_matrix,
+    compiled_sweep_tables,
     coordinatewise_transition_matrices,
     enumerate_model,
     mcse_of_mean,
@@ -310,7 +311,7 @@ def test_pair_tables_give_the_scan_conditionals_on_random_models(spec, x64):
         summed = offset_sweep.offset_tables(
             offsets, table_sweep.constant_tables(tables, target.log_terms())
         )
-        gathered = table_sweep.sweep_tables(tables, target.log_terms())
+        gathered = compiled_sweep_tables(tables, target.log_terms())
         everyone = np.arange(target.num_coords)
         logits = jax.jit(lambda x: table_sweep.class_logits(tables, gathered, x, everyone))
         for x in states:
@@ -590,14 +591,17 @@ def test_summed_out_sums_by_slices_equal_sums_by_gathers_on_random_models(spec, 
     def marginal(mu, table):
         return collapse.log_marginal(*potentials(mu, table))
 
+    # compiled whole, each table's pair: run op by op, the model's terms compiled one small
+    # program per operation and example (most of this test's time)
+    def both(table):
+        return jax.jit(lambda mu: (potentials(mu, table), jax.grad(marginal)(mu, table)))
+
+    fast_fn, slow_fn = both(draw.table), both(by_gathers)
     for mu in (-1.3, 0.4):
-        for fast, slow in zip(potentials(mu, draw.table), potentials(mu, by_gathers), strict=True):
-            np.testing.assert_allclose(fast, slow, rtol=1e-12 if x64 else 1e-6)
-        np.testing.assert_allclose(
-            jax.grad(marginal)(mu, draw.table),
-            jax.grad(marginal)(mu, by_gathers),
-            rtol=1e-10 if x64 else 1e-5,
-        )
+        (fast, fast_grad), (slow, slow_grad) = fast_fn(mu), slow_fn(mu)
+        for fast_part, slow_part in zip(fast, slow, strict=True):
+            np.testing.assert_allclose(fast_part, slow_part, rtol=1e-12 if x64 else 1e-6)
+        np.testing.assert_allclose(fast_grad, slow_grad, rtol=1e-10 if x64 else 1e-5)
 
 
 @settings(max_examples=3, **SETTINGS)
