@@ -340,7 +340,7 @@ def test_log_normaliser_gradient_is_the_enumerated_marginals(length, num_values,
         np.testing.assert_allclose(d_unary, single, atol=1e-9)
         np.testing.assert_allclose(d_pairwise, pair, atol=1e-9)
         if (log_p > -np.inf).any():
-            by_autodiff = jax.grad(lambda u, p: chain_block._forward_log(u, p)[1], (0, 1))
+            by_autodiff = jax.jit(jax.grad(lambda u, p: chain_block._forward_log(u, p)[1], (0, 1)))
             for got, want in zip((d_unary, d_pairwise), by_autodiff(unary, pairwise), strict=True):
                 np.testing.assert_allclose(got, np.nan_to_num(np.asarray(want)), atol=1e-9)
 
@@ -354,8 +354,9 @@ def test_log_normaliser_gradient_where_scaled_products_underflow():
     pairwise = np.array(
         [[[0.0, -300.0], [-200.0, -100.0]], [[-200.0, -200.0], [-100.0, -100.0]]], np.float32
     )
-    assert not chain_block._forward_scaled(jnp.asarray(unary), jnp.asarray(pairwise))[2]
-    kernels = np.asarray(chain_block._scaled_kernels(jnp.asarray(unary), jnp.asarray(pairwise))[0])
+    # compiled, as in a step (op by op, the recursions' operations compile one by one)
+    assert not jax.jit(chain_block._forward_scaled)(unary, pairwise)[2]
+    kernels = np.asarray(jax.jit(chain_block._scaled_kernels)(unary, pairwise)[0])
     beta = kernels[1] @ np.full(2, 0.5, np.float32)
     assert (kernels[0] @ (beta / beta.sum())).sum() < chain_block._underflow_floor(np.float32)
     single, pair = enumerated_marginals(unary.astype(np.float64), pairwise.astype(np.float64))
@@ -367,7 +368,7 @@ def test_log_normaliser_gradient_where_scaled_products_underflow():
     batch = [random_chain(rng, 4, 3, 0.25, np.float32) for _ in range(3)]
     unaries, pairwises = (jnp.asarray(np.stack(parts)) for parts in zip(*batch, strict=True))
     weights = jnp.arange(1.0, 4.0)
-    grads = jax.grad(lambda u, p: jnp.sum(weights * log_normaliser(u, p)), (0, 1))(
+    grads = jax.jit(jax.grad(lambda u, p: jnp.sum(weights * log_normaliser(u, p)), (0, 1)))(
         unaries, pairwises
     )
     for b, (u, p) in enumerate(batch):

@@ -127,7 +127,8 @@ def test_local_ratios_follow_the_weights_mode(x64):
     target = _target(weights={"b": "gradient", "n": "exact"})
     log_pi = jax.jit(target.log_density())
     x = jnp.array([1, 0, 2, 3], jnp.int32)
-    log_p, d = target.local_fn((), {})(x)
+    # compiled, as in a step (op by op, the model's operations compile one by one)
+    log_p, d = jax.jit(target.local_fn((), {}))(x)
     np.testing.assert_allclose(log_p, log_pi(x), rtol=1e-12)
     candidates = np.asarray(target.neighbourhood.candidates(x))
     valid = np.asarray(target.neighbourhood.valid(x))
@@ -143,7 +144,8 @@ def test_local_ratios_follow_the_weights_mode(x64):
         values = {"b": b, "c": x[2], "n": x[3]}
         return log_density(model, (), {}, values)[0]
 
-    expected = (candidates[:2, 0] - np.asarray(x[:2])) * np.asarray(jax.grad(relaxed_b)(b))
+    gradient = np.asarray(jax.jit(jax.grad(relaxed_b))(b))
+    expected = (candidates[:2, 0] - np.asarray(x[:2])) * gradient
     np.testing.assert_allclose(d[:2, 0], expected, rtol=1e-10)
 
 
