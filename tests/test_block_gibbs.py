@@ -86,7 +86,7 @@ def all_states(target):
 
 
 def posterior(target, states):
-    log_p = np.asarray(jax.vmap(target.log_density())(jnp.asarray(states)), np.float64)
+    log_p = np.asarray(jax.jit(jax.vmap(target.log_density()))(jnp.asarray(states)), np.float64)
     p = np.exp(log_p - log_p.max())
     return p / p.sum()
 
