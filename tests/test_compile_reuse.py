@@ -4,9 +4,12 @@ later one), and a later run of the same shapes, or on new data with ``jit_model_
 compiles nothing. Counted as traces of the kernel's ``sample``: numpyro's progress-bar loop
 calls it only while tracing its jitted step, once per compilation."""
 
+import logging
+
 import numpy as np
 import pytest
 
+import jax
 from jax import random
 import jax.numpy as jnp
 
@@ -14,7 +17,8 @@ import numpyro
 import numpyro.distributions as dist
 from numpyro.infer import MCMC
 
-from numpyro_discrete import ACS, ALBP, LBP, ChromaticGibbs
+from numpyro_discrete import ACS, ALBP, LBP, AutoDiscrete, ChromaticGibbs
+from numpyro_discrete.model.target import DiscreteTarget
 
 
 def chain_model(field, coupling):
@@ -66,3 +70,41 @@ def test_progress_bar_runs_compile_the_step_once(make_kernel):
     assert traces_of_run(new_field) == 0
     means = np.asarray(mcmc.get_samples()["x"]).mean(0)
     assert np.corrcoef(means, new_field)[0, 1] > 0.8
+
+
+def _lambda_compilations(records) -> int:
+    return sum("XLA compilation of jit(<lambda>)" in r.getMessage() for r in records)
+
+
+@pytest.mark.filterwarnings("ignore:ALBP. warmup ended")
+@pytest.mark.parametrize("make_kernel", [ALBP, AutoDiscrete], ids=["ALBP", "AutoDiscrete"])
+def test_later_chains_reuse_the_first_chains_target_and_start(make_kernel, monkeypatch, caplog):
+    """Sequential chains (and a later run) with the same argument objects read the model
+    once, and a second chain compiles only the check of its own drawn start: the target is
+    read at one point whatever the chain. New argument objects are read again. The second
+    chain draws what a fresh kernel, which reads the model for itself, draws from its key."""
+    field = random.normal(random.key(1), (16,))
+    reads = []
+    from_model = DiscreteTarget.from_model.__func__
+    monkeypatch.setattr(
+        DiscreteTarget,
+        "from_model",
+        classmethod(lambda cls, *a, **k: reads.append(1) or from_model(cls, *a, **k)),
+    )
+    mcmc = MCMC(make_kernel(chain_model), num_warmup=20, num_samples=20, num_chains=2,
+                chain_method="sequential", progress_bar=False)  # fmt: skip
+    with caplog.at_level(logging.WARNING, logger="jax"), jax.log_compiles():
+        mcmc.run(random.key(0), field, 0.3)
+        two_chains = _lambda_compilations(caplog.records)
+        assert len(reads) == 1
+        caplog.clear()
+        fresh = MCMC(make_kernel(chain_model), num_warmup=20, num_samples=20, progress_bar=False)
+        fresh.run(random.split(random.key(0), 2)[1], field, 0.3)
+        one_chain = _lambda_compilations(caplog.records)
+    # the second chain's start: the check that its drawn values have positive probability
+    assert two_chains == one_chain + 1, (two_chains, one_chain)
+    np.testing.assert_array_equal(
+        fresh.get_samples()["x"], mcmc.get_samples(group_by_chain=True)["x"][1]
+    )
+    mcmc.run(random.key(1), field + 1.0, 0.3)
+    assert len(reads) == 3

@@ -15,7 +15,9 @@ a first ``run`` of ``--num-warmup`` + ``--num-samples`` (end to end, compilation
 the fixed cost of a later ``run`` from ``post_warmup_state`` (its wall time less its
 sampling time, the step time times the number of draws: numpyro traces and compiles its loop
 again), and the minimum ESS over coordinates of that later run's draws per second of
-sampling.
+sampling. Last, the seconds each chain's ``init`` takes in a run of two sequential chains
+(``--chain-steps`` warmup steps and draws): numpyro calls ``init`` once per chain, with the
+same argument objects.
 
     python -m tools.compare_revisions --base d99ed6d --out-dir benchmarks/results/revisions
 """
@@ -129,6 +131,25 @@ def measure_mcmc(
     }
 
 
+def measure_chains(kernel: Any, num_steps: int) -> dict[str, float]:
+    """The wall seconds of the first and of the second chain's ``init`` in a ``MCMC.run`` of
+    two sequential chains of `num_steps` warmup steps and draws."""
+    seconds = []
+    init = kernel.init
+
+    def timed_init(*args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        state = jax.block_until_ready(init(*args, **kwargs))
+        seconds.append(time.perf_counter() - start)
+        return state
+
+    kernel.init = timed_init
+    mcmc = MCMC(kernel, num_warmup=num_steps, num_samples=num_steps, num_chains=2,
+                chain_method="sequential", progress_bar=False)  # fmt: skip
+    mcmc.run(random.key(2))
+    return {"first_chain_init_s": seconds[0], "second_chain_init_s": seconds[1]}
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base", default=DEFAULT_BASE, help="git revision to compare with")
@@ -138,6 +159,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--steps", type=int, default=2000, help="steps per timed loop")
     parser.add_argument("--repeats", type=int, default=5, help="timed loops per measurement")
     parser.add_argument("--rounds", type=int, default=2, help="alternating rounds")
+    parser.add_argument(
+        "--chain-steps", type=int, default=100, help="warmup steps and draws of the 2-chain run"
+    )
     parser.add_argument(
         "--kernels", nargs="+", default=list(KERNELS), choices=KERNELS + OTHER_KERNELS
     )
@@ -161,6 +185,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 result |= measure_mcmc(
                     kernel, args.num_warmup, args.num_samples, result["ms_per_step"]
                 )
+                measurement.release_compiled_programs()
+                result |= measure_chains(kernel_for(package, name, model), args.chain_steps)
                 rows.setdefault(name, {}).setdefault(label, []).append(result)
                 measurement.release_compiled_programs()
 
@@ -173,7 +199,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 # as a user sees them: medians over the rounds
                 **{
                     field: float(np.median([r[field] for r in results]))
-                    for field in ("first_run_s", "later_run_fixed_s", "min_ess_per_s")
+                    for field in (
+                        "first_run_s",
+                        "later_run_fixed_s",
+                        "min_ess_per_s",
+                        "first_chain_init_s",
+                        "second_chain_init_s",
+                    )
                 },
             }
             for label, results in by_label.items()
@@ -183,11 +215,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print(
         f"Ising {args.p}x{args.p} C2, {args.num_warmup} warmup steps; compile and ms/step: "
         f"best of {args.rounds} rounds x {args.repeats} loops of {args.steps} steps; "
-        f"MCMC.run of {args.num_warmup} + {args.num_samples}: medians over the rounds"
+        f"MCMC.run of {args.num_warmup} + {args.num_samples}, and init of two sequential "
+        f"chains: medians over the rounds"
     )
     header = (
         f"{'kernel':8} {'revision':22} {'compile s':>10} {'ms/step':>9} {'R or alpha':>11} "
-        f"{'first run s':>12} {'later run fixed s':>18} {'min-ESS/s':>10}"
+        f"{'first run s':>12} {'later run fixed s':>18} {'min-ESS/s':>10} "
+        f"{'init s, chain 1 / 2':>20}"
     )
     print(header)
     for name, by_label in summary.items():
@@ -196,7 +230,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             print(
                 f"{name:8} {label:22} {values['compile_s']:10.2f} "
                 f"{values['ms_per_step']:9.4f} {scale:>11} {values['first_run_s']:12.2f} "
-                f"{values['later_run_fixed_s']:18.2f} {values['min_ess_per_s']:10.1f}"
+                f"{values['later_run_fixed_s']:18.2f} {values['min_ess_per_s']:10.1f} "
+                f"{values['first_chain_init_s']:13.2f} / {values['second_chain_init_s']:4.2f}"
             )
     result = {
         "settings": vars(args) | {"out_dir": str(args.out_dir)},

@@ -1,6 +1,7 @@
 """The checks of the arguments every discrete kernel takes (`model` or `potential_fn`,
 `weights`, `ordinal_window`, `supports`) and of the step sizes of ACS and DMALA, each error
-naming the kernel, the argument and the fix."""
+naming the kernel, the argument and the fix; and :func:`same_objects`, whether ``init`` was
+called again with the model arguments it was last set up for."""
 
 from collections.abc import Callable, Mapping
 import math
@@ -8,10 +9,18 @@ from typing import Any
 
 import numpy as np
 
+import jax
+
 from numpyro_discrete.model.layout import SiteSupport
 from numpyro_discrete.model.potential import WEIGHT_MODES
 
-__all__ = ["check_kernel_arguments", "check_step_size", "is_integer", "is_number"]
+__all__ = [
+    "check_kernel_arguments",
+    "check_step_size",
+    "is_integer",
+    "is_number",
+    "same_objects",
+]
 
 
 def check_kernel_arguments(
@@ -77,3 +86,16 @@ def is_integer(value: Any) -> bool:
 def check_step_size(name: str, argument: str, value: Any) -> None:
     if value is not None and not (is_number(value) and value > 0):
         raise ValueError(f"{name}: `{argument}` must be a finite number > 0, got {value!r}.")
+
+
+def same_objects(a: Any, b: Any) -> bool:
+    """Whether two pytrees have one structure and the same leaves (the same objects, or
+    equal Python scalars): numpyro passes a model's arguments to every chain's ``init`` and
+    to a later run's as the same objects, and a program that closes over them as
+    constants can then be reused."""
+    leaves_a, tree_a = jax.tree.flatten(a)
+    leaves_b, tree_b = jax.tree.flatten(b)
+    return tree_a == tree_b and all(
+        x is y or (isinstance(x, int | float | str) and type(x) is type(y) and x == y)
+        for x, y in zip(leaves_a, leaves_b, strict=True)
+    )

@@ -38,10 +38,12 @@ import numpy as np
 import jax
 
 from numpyro.infer.mcmc import MCMCKernel
+from numpyro.util import is_prng_key
 
 from numpyro_discrete.core.block_gibbs import MAX_BLOCK_VALUES, block_plan, value_counts
 from numpyro_discrete.core.collapse import MAX_SUMMED_VALUES
 from numpyro_discrete.core.pair_tables import pair_tables
+from numpyro_discrete.kernels.arguments import same_objects
 from numpyro_discrete.kernels.base import DiscreteKernel
 from numpyro_discrete.kernels.block_gibbs import BlockGibbs
 from numpyro_discrete.kernels.chromatic import ChromaticGibbs
@@ -185,6 +187,8 @@ class AutoDiscrete(MCMCKernel):
         self._given_sites: frozenset[str] | None = None
         # whether `choose` ran for the next `init`
         self._chosen_for_init = False
+        # the model arguments of the last choice (see `init`)
+        self._chosen_for: tuple | None = None
 
     @property
     def model(self) -> Callable:
@@ -221,6 +225,7 @@ class AutoDiscrete(MCMCKernel):
             # a dense model chosen for its cheap sweep: no advice to expose its structure
             self.chosen._dense_chosen = bool(target.structure.dense_terms.size)
         self._chosen_for_init = True
+        self._chosen_for = (model_args, kwargs)
         return self.chosen
 
     def init(
@@ -231,7 +236,13 @@ class AutoDiscrete(MCMCKernel):
         model_args: tuple,
         model_kwargs: Mapping[str, Any] | None,
     ) -> NamedTuple:
-        if not self._chosen_for_init:
+        # numpyro's next sequential chain, or a later run, with the same argument objects:
+        # the same choice (the model is read at one point whatever the chain), and the
+        # chosen kernel keeps its target
+        one_chain = is_prng_key(rng_key) and not isinstance(rng_key, jax.core.Tracer)
+        kwargs = {} if model_kwargs is None else dict(model_kwargs)
+        again = one_chain and same_objects(self._chosen_for, (model_args, kwargs))
+        if not (self._chosen_for_init or again):
             self.choose(rng_key, model_args, model_kwargs)
         self._chosen_for_init = False
         if self._given_sites is not None:
@@ -270,4 +281,10 @@ class AutoDiscrete(MCMCKernel):
 
     def __getstate__(self) -> dict[str, Any]:
         # the chosen kernel holds compiled functions; `init` chooses again after unpickling
-        return {**self.__dict__, "chosen": None, "reason": "", "_chosen_for_init": False}
+        return {
+            **self.__dict__,
+            "chosen": None,
+            "reason": "",
+            "_chosen_for_init": False,
+            "_chosen_for": None,
+        }

@@ -17,6 +17,7 @@ from numpyro.infer.hmc import HMC
 from numpyro.infer.mcmc import MCMCKernel
 from numpyro.util import is_prng_key
 
+from numpyro_discrete.kernels.arguments import same_objects
 from numpyro_discrete.kernels.auto import AutoDiscrete
 from numpyro_discrete.kernels.collapsed import CollapsedDraw, collapsed_sweep, summed_out_model
 from numpyro_discrete.kernels.lbp import ALBP
@@ -290,7 +291,7 @@ class LBPGibbs(Gibbs):
         # same argument objects reuses the compiled program
         arguments = (num_warmup, model_args, model_kwargs)
         cached = self._compiled_init
-        if cached is None or not _same_objects(cached[0], arguments):
+        if cached is None or not same_objects(cached[0], arguments):
             # (the blocks a compiled init was traced with stay those of its later runs)
             self._collapsed = self._prepare_blocks(rng_key, sites, model_args, model_kwargs)
             cached = self._compiled_init = (arguments, _jit_once(init, rng_key))
@@ -414,17 +415,6 @@ def _jit_once(fun: Callable, rng_key: jax.Array) -> Callable:
     traced = isinstance(rng_key, jax.core.Tracer)
     options = INIT_COMPILER_OPTIONS if jax.default_backend() == "cpu" and not traced else None
     return jax.jit(fun, compiler_options=options)
-
-
-def _same_objects(a: Any, b: Any) -> bool:
-    """Whether two pytrees have one structure and the same leaves (the same objects, or
-    equal Python scalars)."""
-    leaves_a, tree_a = jax.tree.flatten(a)
-    leaves_b, tree_b = jax.tree.flatten(b)
-    return tree_a == tree_b and all(
-        x is y or (isinstance(x, int | float | str) and type(x) is type(y) and x == y)
-        for x, y in zip(leaves_a, leaves_b, strict=True)
-    )
 
 
 use_gibbs_state_class(LBPGibbs, LBPGibbsState)
