@@ -11,6 +11,8 @@ import numpy as np
 
 import jax
 
+from numpyro.util import is_prng_key
+
 from numpyro_discrete.model.layout import SiteSupport
 from numpyro_discrete.model.potential import WEIGHT_MODES
 
@@ -19,6 +21,7 @@ __all__ = [
     "check_step_size",
     "is_integer",
     "is_number",
+    "one_eager_chain",
     "same_objects",
 ]
 
@@ -86,6 +89,13 @@ def is_integer(value: Any) -> bool:
 def check_step_size(name: str, argument: str, value: Any) -> None:
     if value is not None and not (is_number(value) and value > 0):
         raise ValueError(f"{name}: `{argument}` must be a finite number > 0, got {value!r}.")
+
+
+def one_eager_chain(rng_key: Any) -> bool:
+    """Whether `rng_key` is one chain's key, outside any trace: numpyro's ``init`` of a
+    sequential chain, whose set-up a later chain with the same arguments can keep (not a
+    batch of keys, nor a key traced by ``pmap``)."""
+    return is_prng_key(rng_key) and not isinstance(rng_key, jax.core.Tracer)
 
 
 def same_objects(a: Any, b: Any) -> bool:

@@ -38,12 +38,11 @@ import numpy as np
 import jax
 
 from numpyro.infer.mcmc import MCMCKernel
-from numpyro.util import is_prng_key
 
 from numpyro_discrete.core.block_gibbs import MAX_BLOCK_VALUES, block_plan, value_counts
 from numpyro_discrete.core.collapse import MAX_SUMMED_VALUES
 from numpyro_discrete.core.pair_tables import pair_tables
-from numpyro_discrete.kernels.arguments import same_objects
+from numpyro_discrete.kernels.arguments import one_eager_chain, same_objects
 from numpyro_discrete.kernels.base import DiscreteKernel
 from numpyro_discrete.kernels.block_gibbs import BlockGibbs
 from numpyro_discrete.kernels.chromatic import ChromaticGibbs
@@ -239,9 +238,8 @@ class AutoDiscrete(MCMCKernel):
         # numpyro's next sequential chain, or a later run, with the same argument objects:
         # the same choice (the model is read at one point whatever the chain), and the
         # chosen kernel keeps its target
-        one_chain = is_prng_key(rng_key) and not isinstance(rng_key, jax.core.Tracer)
         kwargs = {} if model_kwargs is None else dict(model_kwargs)
-        again = one_chain and same_objects(self._chosen_for, (model_args, kwargs))
+        again = one_eager_chain(rng_key) and same_objects(self._chosen_for, (model_args, kwargs))
         if not (self._chosen_for_init or again):
             self.choose(rng_key, model_args, model_kwargs)
         self._chosen_for_init = False

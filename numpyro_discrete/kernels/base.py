@@ -23,7 +23,11 @@ from numpyro.util import identity, is_prng_key
 
 from numpyro_discrete.core import state as core_state
 from numpyro_discrete.core.local_ratios import LocalFn
-from numpyro_discrete.kernels.arguments import check_kernel_arguments, same_objects
+from numpyro_discrete.kernels.arguments import (
+    check_kernel_arguments,
+    one_eager_chain,
+    same_objects,
+)
 from numpyro_discrete.kernels.loop_checks import loop_checks_enabled
 from numpyro_discrete.kernels.stuck_coordinates import StuckCoordinateWatch
 from numpyro_discrete.model.errors import named_model_errors
@@ -279,8 +283,7 @@ class DiscreteKernel(MCMCKernel):
         sequential chain, or a later run, would read the same target again (about a second
         for ``ALBP`` on a 50 x 50 lattice, its programs compiled again); not for a batch of
         chains or a traced key (``pmap``)."""
-        one_chain = is_prng_key(rng_key) and not isinstance(rng_key, jax.core.Tracer)
-        return arguments if self._model is not None and one_chain else None
+        return arguments if self._model is not None and one_eager_chain(rng_key) else None
 
     def _init_one(
         self,
