@@ -1,7 +1,7 @@
 """The checks of the arguments every discrete kernel takes (`model` or `potential_fn`,
 `weights`, `ordinal_window`, `supports`) and of the step sizes of ACS and DMALA, each error
-naming the kernel, the argument and the fix; and :func:`same_objects`, whether ``init`` was
-called again with the model arguments it was last set up for."""
+naming the kernel, the argument and the fix; and :func:`one_eager_chain`, whether ``init``
+runs for one chain outside any trace."""
 
 from collections.abc import Callable, Mapping
 import math
@@ -22,7 +22,6 @@ __all__ = [
     "is_integer",
     "is_number",
     "one_eager_chain",
-    "same_objects",
 ]
 
 
@@ -96,16 +95,3 @@ def one_eager_chain(rng_key: Any) -> bool:
     sequential chain, whose set-up a later chain with the same arguments can keep (not a
     batch of keys, nor a key traced by ``pmap``)."""
     return is_prng_key(rng_key) and not isinstance(rng_key, jax.core.Tracer)
-
-
-def same_objects(a: Any, b: Any) -> bool:
-    """Whether two pytrees have one structure and the same leaves (the same objects, or
-    equal Python scalars): numpyro passes a model's arguments to every chain's ``init`` and
-    to a later run's as the same objects, and a program that closes over them as
-    constants can then be reused."""
-    leaves_a, tree_a = jax.tree.flatten(a)
-    leaves_b, tree_b = jax.tree.flatten(b)
-    return tree_a == tree_b and all(
-        x is y or (isinstance(x, int | float | str) and type(x) is type(y) and x == y)
-        for x, y in zip(leaves_a, leaves_b, strict=True)
-    )

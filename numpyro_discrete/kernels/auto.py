@@ -42,7 +42,7 @@ from numpyro.infer.mcmc import MCMCKernel
 from numpyro_discrete.core.block_gibbs import MAX_BLOCK_VALUES, block_plan, value_counts
 from numpyro_discrete.core.collapse import MAX_SUMMED_VALUES
 from numpyro_discrete.core.pair_tables import pair_tables
-from numpyro_discrete.kernels.arguments import one_eager_chain, same_objects
+from numpyro_discrete.kernels.arguments import one_eager_chain
 from numpyro_discrete.kernels.base import DiscreteKernel
 from numpyro_discrete.kernels.block_gibbs import BlockGibbs
 from numpyro_discrete.kernels.chromatic import ChromaticGibbs
@@ -50,6 +50,7 @@ from numpyro_discrete.kernels.collapsed import CollapsedDraw, chain_problem, ind
 from numpyro_discrete.kernels.lbp import ALBP
 from numpyro_discrete.model.errors import named_model_errors
 from numpyro_discrete.model.move_scales import support_spans
+from numpyro_discrete.model.sites import same_objects
 from numpyro_discrete.model.target import DiscreteTarget, model_target
 from numpyro_discrete.structure.chain_blocks import chain_axes, find_chain_blocks
 

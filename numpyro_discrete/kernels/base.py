@@ -26,7 +26,6 @@ from numpyro_discrete.core.local_ratios import LocalFn
 from numpyro_discrete.kernels.arguments import (
     check_kernel_arguments,
     one_eager_chain,
-    same_objects,
 )
 from numpyro_discrete.kernels.loop_checks import loop_checks_enabled
 from numpyro_discrete.kernels.stuck_coordinates import StuckCoordinateWatch
@@ -37,6 +36,7 @@ from numpyro_discrete.model.initial_values import (
     initial_position,
 )
 from numpyro_discrete.model.layout import SiteSupport
+from numpyro_discrete.model.sites import same_objects
 from numpyro_discrete.model.target import DiscreteTarget, model_target
 from numpyro_discrete.numpyro_internals import SAMPLE_FN_ATTRIBUTE
 

@@ -17,7 +17,6 @@ from numpyro.infer.hmc import HMC
 from numpyro.infer.mcmc import MCMCKernel
 from numpyro.util import is_prng_key
 
-from numpyro_discrete.kernels.arguments import same_objects
 from numpyro_discrete.kernels.auto import AutoDiscrete
 from numpyro_discrete.kernels.collapsed import CollapsedDraw, collapsed_sweep, summed_out_model
 from numpyro_discrete.kernels.lbp import ALBP
@@ -26,7 +25,7 @@ from numpyro_discrete.kernels.lbp_gibbs_state import LBPGibbsState
 from numpyro_discrete.kernels.repeated import RepeatedKernel
 from numpyro_discrete.model.chain_start import chain_start
 from numpyro_discrete.model.layout import discrete_sites
-from numpyro_discrete.model.sites import ModelSites
+from numpyro_discrete.model.sites import ModelSites, same_objects
 from numpyro_discrete.numpyro_internals import (
     SAMPLE_FN_ATTRIBUTE,
     set_block_kernel,

@@ -12,6 +12,7 @@ bounded value (binary, categorical, bounded ordinal) to its next value, cyclical
 """
 
 from collections.abc import Callable
+from functools import partial
 import warnings
 
 import numpy as np
@@ -83,9 +84,16 @@ def _feasible_start(log_terms, structure, supports, x, movable):
         return _moved_until_possible(log_terms, structure, supports, x, movable)
     # concrete (a chain's `init`, run eagerly): compiled programs, as op by op the model's
     # operations compiled one by one (37 programs on a 50 x 50 Ising lattice)
-    if not bool(jax.jit(lambda x: jnp.any(_impossible(log_terms(x))))(x)):
+    if not bool(_any_impossible(log_terms, x)):
         return x  # the usual case, decided without compiling the loop
     return jax.jit(lambda x: _moved_until_possible(log_terms, structure, supports, x, movable))(x)
+
+
+# compiled once per `log_terms` (a target's is the same function for the same arguments), so
+# that a later chain's check compiles nothing
+@partial(jax.jit, static_argnums=0)
+def _any_impossible(log_terms: Callable[[jax.Array], jax.Array], x: jax.Array) -> jax.Array:
+    return jnp.any(_impossible(log_terms(x)))
 
 
 def _moved_until_possible(log_terms, structure, supports, x, movable):

@@ -1,5 +1,7 @@
 """The latent sites of a numpyro model, by how the kernels treat them: sampled (discrete),
-summed out (marked for enumeration) and the others (continuous)."""
+summed out (marked for enumeration) and the others (continuous); the model read once per
+model and arguments (:func:`reading_trace`), and :func:`same_objects`, whether a later call
+has the arguments an earlier one was set up for."""
 
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
@@ -21,7 +23,7 @@ from numpyro.infer.initialization import init_to_uniform
 from numpyro_discrete.model.layout import discrete_sites
 from numpyro_discrete.structure.lazy_values import staged
 
-__all__ = ["ModelSites", "model_sites", "reading_trace", "site_summary"]
+__all__ = ["ModelSites", "model_sites", "reading_trace", "same_objects", "site_summary"]
 
 
 class ModelSites(NamedTuple):
@@ -280,3 +282,16 @@ def _distribution_chain(fn: Any) -> list[Distribution]:
 def site_summary(model_trace: Mapping[str, Any], names: tuple[str, ...]) -> str:
     """The sites `names` with their distributions, for messages."""
     return ", ".join(f"{name!r} ({type(model_trace[name]['fn']).__name__})" for name in names)
+
+
+def same_objects(a: Any, b: Any) -> bool:
+    """Whether two pytrees have one structure and the same leaves (the same objects, or
+    equal Python scalars): numpyro passes a model's arguments to every chain's ``init`` and
+    to a later run's as the same objects, and a program that closes over them as
+    constants can then be reused."""
+    leaves_a, tree_a = jax.tree.flatten(a)
+    leaves_b, tree_b = jax.tree.flatten(b)
+    return tree_a == tree_b and all(
+        x is y or (isinstance(x, int | float | str) and type(x) is type(y) and x == y)
+        for x, y in zip(leaves_a, leaves_b, strict=True)
+    )

@@ -55,7 +55,7 @@ from numpyro_discrete.model.ratio_modes import (
     reading_point,
     resolve_weights,
 )
-from numpyro_discrete.model.sites import model_sites, site_summary
+from numpyro_discrete.model.sites import model_sites, same_objects, site_summary
 from numpyro_discrete.numpyro_internals import prepare_model_for_potential
 from numpyro_discrete.structure.colouring import TermStructure
 
@@ -100,6 +100,8 @@ class DiscreteTarget:
     # the constant parts of the site functions' programs (:mod:`~numpyro_discrete.model.
     # hoisting`), computed once per program and constants
     _constant_parts: dict = field(default_factory=dict)
+    # the last `log_terms` built outside a trace, with its arguments
+    _kept_log_terms: dict = field(default_factory=dict)
 
     # --- construction ---------------------------------------------------------------------
 
@@ -304,8 +306,17 @@ class DiscreteTarget:
     def log_terms(
         self, model_args: tuple = (), model_kwargs: Mapping[str, Any] | None = None
     ) -> FlatLogDensity:
-        """The 1-D array of terms of ``log pi`` (their sum) of the flat vector."""
-        return flat_log_density(self._functions(model_args, model_kwargs)[1], self.layout)
+        """The 1-D array of terms of ``log pi`` (their sum) of the flat vector: the same
+        function again for the same argument objects, outside any trace, so that a program
+        compiled for it (a chain's start check) serves a later chain too."""
+        arguments = (model_args, {} if model_kwargs is None else dict(model_kwargs))
+        kept = self._kept_log_terms.get("last")
+        if kept is not None and same_objects(kept[0], arguments):
+            return kept[1]
+        log_terms = flat_log_density(self._functions(model_args, model_kwargs)[1], self.layout)
+        if not any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(arguments)):
+            self._kept_log_terms["last"] = (arguments, log_terms)
+        return log_terms
 
     def local_fn(self, model_args: tuple, model_kwargs: Mapping[str, Any] | None) -> LocalFn:
         """``x -> (log pi(x), d)``: the local log-ratios by :attr:`weights_mode`, exact ones
