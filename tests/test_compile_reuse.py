@@ -15,9 +15,9 @@ import jax.numpy as jnp
 
 import numpyro
 import numpyro.distributions as dist
-from numpyro.infer import MCMC
+from numpyro.infer import MCMC, NUTS
 
-from numpyro_discrete import ACS, ALBP, LBP, AutoDiscrete, ChromaticGibbs
+from numpyro_discrete import ACS, ALBP, LBP, AutoDiscrete, ChromaticGibbs, LBPGibbs
 from numpyro_discrete.model.target import DiscreteTarget
 
 
@@ -119,3 +119,28 @@ def test_later_chains_reuse_the_first_chains_target_and_start(make_kernel, monke
     )
     mcmc.run(random.key(1), field + 1.0, 0.3)
     assert len(reads) == 3
+
+
+def weighted_mixture(y):
+    weights = numpyro.sample("weights", dist.Dirichlet(jnp.ones(3)))
+    locs = numpyro.sample("locs", dist.Normal(0.0, 5.0).expand([3]).to_event(1))
+    with numpyro.plate("data", y.shape[0]):
+        z = numpyro.sample("z", dist.Categorical(weights))
+        numpyro.sample("y", dist.Normal(locs[z], 1.0), obs=y)
+
+
+def test_lbp_gibbs_constrains_the_first_state_in_one_program(caplog):
+    """numpyro applies the kernel's postprocessing (the continuous sites' transforms) to a
+    chain's first state outside its loop: one compiled program, not one per operation of
+    the stick-breaking transform, and the same function for the same argument objects."""
+    y = jnp.concatenate([jnp.full(5, -3.0), jnp.full(5, 3.0)])
+    kernel = LBPGibbs(NUTS(weighted_mixture))
+    mcmc = MCMC(kernel, num_warmup=5, num_samples=5, progress_bar=False)
+    with caplog.at_level(logging.WARNING, logger="jax"), jax.log_compiles():
+        mcmc.run(random.key(0), y)
+    names = _compiled_program_names(caplog.records)
+    assert "jit(fn)" in names
+    assert not {"jit(cumprod)", "jit(logistic)"} & set(names), names
+    assert kernel.postprocess_fn((y,), {}) is kernel.postprocess_fn((y,), {})
+    weights = mcmc.get_samples()["weights"]
+    np.testing.assert_allclose(weights.sum(-1), 1.0, rtol=1e-5)

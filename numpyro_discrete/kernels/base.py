@@ -36,7 +36,7 @@ from numpyro_discrete.model.initial_values import (
     initial_position,
 )
 from numpyro_discrete.model.layout import SiteSupport
-from numpyro_discrete.model.sites import same_objects
+from numpyro_discrete.model.sites import kept_for, same_objects
 from numpyro_discrete.model.target import DiscreteTarget, model_target
 from numpyro_discrete.numpyro_internals import SAMPLE_FN_ATTRIBUTE
 
@@ -99,9 +99,9 @@ class DiscreteKernel(MCMCKernel):
         self._check_in_sample = True
         self._batched = False
         # what the target and transition were last set up for (`_set_up_arguments`), and
-        # `(model_args, model_kwargs, transition, program)` of the last compiled core init
+        # the last compiled core init with its arguments and transition (`kept_for`)
         self._set_up_for: tuple | None = None
-        self._core_init_program: tuple | None = None
+        self._core_init_program: dict = {}
         setattr(self, SAMPLE_FN_ATTRIBUTE, None)
 
     # --- what a kernel adds ---------------------------------------------------------------
@@ -145,18 +145,15 @@ class DiscreteKernel(MCMCKernel):
         ``refresh``, which numpyro's Gibbs calls at its ``init``), the model's log density and
         its gradient (or the vmapped exact ratios) would compile hundreds of small ops one by
         one."""
+
         # the same program for the same argument objects and transition (a later chain or
         # run): a new one would compile again, 0.2-0.4 s on a 50 x 50 lattice
-        cached = self._core_init_program
-        if (
-            cached is None
-            or cached[2] is not self._transition
-            or not same_objects(cached[:2], (model_args, model_kwargs))
-        ):
+        def program() -> Callable:
             density = self._density(model_args, model_kwargs)
-            program = jax.jit(lambda x: self._core_init(x, density))
-            cached = self._core_init_program = (model_args, model_kwargs, self._transition, program)
-        return cached[3](position)
+            return jax.jit(lambda x: self._core_init(x, density))
+
+        arguments = (model_args, model_kwargs, self._transition)
+        return kept_for(self._core_init_program, arguments, program)(position)
 
     # --- numpyro protocol -----------------------------------------------------------------
 
@@ -434,5 +431,5 @@ class DiscreteKernel(MCMCKernel):
         state["_transition"] = None
         state["_watch"] = None
         state["_set_up_for"] = None
-        state["_core_init_program"] = None
+        state["_core_init_program"] = {}
         return state

@@ -25,7 +25,7 @@ from numpyro_discrete.kernels.lbp_gibbs_state import LBPGibbsState
 from numpyro_discrete.kernels.repeated import RepeatedKernel
 from numpyro_discrete.model.chain_start import chain_start
 from numpyro_discrete.model.layout import discrete_sites
-from numpyro_discrete.model.sites import ModelSites, same_objects
+from numpyro_discrete.model.sites import ModelSites, kept_for, same_objects
 from numpyro_discrete.numpyro_internals import (
     SAMPLE_FN_ATTRIBUTE,
     set_block_kernel,
@@ -199,6 +199,7 @@ class LBPGibbs(Gibbs):
         self._discrete_only = False
         # `(arguments, jitted init)` of the last one-chain `init` (see `_init_chains`)
         self._compiled_init: tuple[tuple, Callable] | None = None
+        self._compiled_postprocess: dict = {}  # the compiled postprocessing, see `kept_for`
 
     @property
     def discrete_kernel(self) -> MCMCKernel:
@@ -388,9 +389,17 @@ class LBPGibbs(Gibbs):
         return super().get_constrain_fn(model_args, model_kwargs)
 
     def postprocess_fn(self, model_args: tuple, model_kwargs: Mapping[str, Any] | None) -> Callable:
+        """numpyro's ``Gibbs`` postprocessing (each block's constrain function), compiled:
+        numpyro applies it to a chain's first state outside its loop, where the continuous
+        sites' transforms ran op by op (12 programs, 0.45 s, on the gallery's mixture). The
+        compiled function is kept for the same argument objects."""
         if self._discrete_only:
             return self._discrete_block.postprocess_fn(model_args, model_kwargs)
-        return super().postprocess_fn(model_args, model_kwargs)
+        return kept_for(
+            self._compiled_postprocess,
+            (model_args, model_kwargs),
+            lambda: jax.jit(super(LBPGibbs, self).postprocess_fn(model_args, model_kwargs)),
+        )
 
     def wrap_model(self, wrapper: Callable[[Callable], Callable]) -> "LBPGibbs":
         """numpyro's :meth:`Gibbs.wrap_model <numpyro.infer.gibbs.Gibbs.wrap_model>` (LBPGibbs
@@ -398,12 +407,14 @@ class LBPGibbs(Gibbs):
         sets the inner block from it)."""
         kernel = super().wrap_model(wrapper)
         kernel._inner_source = self._inner_source.wrap_model(wrapper)
-        kernel._compiled_init = None
+        kernel._compiled_init, kernel._compiled_postprocess = None, {}
         return kernel
 
     def __getstate__(self) -> dict[str, Any]:
-        # the compiled init closes over the model's arguments: compiled again after unpickling
-        return {**super().__getstate__(), "_compiled_init": None}
+        # the compiled programs close over the model's arguments: compiled again after
+        # unpickling
+        state = super().__getstate__()
+        return {**state, "_compiled_init": None, "_compiled_postprocess": {}}
 
 
 def _jit_once(fun: Callable, rng_key: jax.Array) -> Callable:

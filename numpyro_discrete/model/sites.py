@@ -23,7 +23,7 @@ from numpyro.infer.initialization import init_to_uniform
 from numpyro_discrete.model.layout import discrete_sites
 from numpyro_discrete.structure.lazy_values import staged
 
-__all__ = ["ModelSites", "model_sites", "reading_trace", "same_objects", "site_summary"]
+__all__ = ["ModelSites", "kept_for", "model_sites", "reading_trace", "same_objects", "site_summary"]
 
 
 class ModelSites(NamedTuple):
@@ -295,3 +295,17 @@ def same_objects(a: Any, b: Any) -> bool:
         x is y or (isinstance(x, int | float | str) and type(x) is type(y) and x == y)
         for x, y in zip(leaves_a, leaves_b, strict=True)
     )
+
+
+def kept_for(kept: dict, arguments: Any, build: Callable[[], Any]) -> Any:
+    """``build()``, kept in `kept` with `arguments` and returned again while later calls pass
+    the same objects (:func:`same_objects`): a compiled program that closes over a model's
+    arguments is then compiled once for a later chain or run. Where an argument is traced,
+    built anew and not kept."""
+    last = kept.get("last")
+    if last is not None and same_objects(last[0], arguments):
+        return last[1]
+    value = build()
+    if not any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(arguments)):
+        kept["last"] = (arguments, value)
+    return value

@@ -55,7 +55,7 @@ from numpyro_discrete.model.ratio_modes import (
     reading_point,
     resolve_weights,
 )
-from numpyro_discrete.model.sites import model_sites, same_objects, site_summary
+from numpyro_discrete.model.sites import kept_for, model_sites, site_summary
 from numpyro_discrete.numpyro_internals import prepare_model_for_potential
 from numpyro_discrete.structure.colouring import TermStructure
 
@@ -309,14 +309,11 @@ class DiscreteTarget:
         """The 1-D array of terms of ``log pi`` (their sum) of the flat vector: the same
         function again for the same argument objects, outside any trace, so that a program
         compiled for it (a chain's start check) serves a later chain too."""
-        arguments = (model_args, {} if model_kwargs is None else dict(model_kwargs))
-        kept = self._kept_log_terms.get("last")
-        if kept is not None and same_objects(kept[0], arguments):
-            return kept[1]
-        log_terms = flat_log_density(self._functions(model_args, model_kwargs)[1], self.layout)
-        if not any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(arguments)):
-            self._kept_log_terms["last"] = (arguments, log_terms)
-        return log_terms
+        return kept_for(
+            self._kept_log_terms,
+            (model_args, {} if model_kwargs is None else dict(model_kwargs)),
+            lambda: flat_log_density(self._functions(model_args, model_kwargs)[1], self.layout),
+        )
 
     def local_fn(self, model_args: tuple, model_kwargs: Mapping[str, Any] | None) -> LocalFn:
         """``x -> (log pi(x), d)``: the local log-ratios by :attr:`weights_mode`, exact ones
