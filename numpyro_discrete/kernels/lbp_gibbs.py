@@ -23,7 +23,7 @@ from numpyro_discrete.kernels.lbp import ALBP
 from numpyro_discrete.kernels.lbp_gibbs_checks import check_arguments, check_model_sites
 from numpyro_discrete.kernels.lbp_gibbs_state import LBPGibbsState
 from numpyro_discrete.kernels.repeated import RepeatedKernel
-from numpyro_discrete.model.chain_start import chain_start
+from numpyro_discrete.model.chain_start import chain_start, compiled_once
 from numpyro_discrete.model.layout import discrete_sites
 from numpyro_discrete.model.sites import ModelSites, kept_for, same_objects
 from numpyro_discrete.numpyro_internals import (
@@ -32,15 +32,7 @@ from numpyro_discrete.numpyro_internals import (
     use_gibbs_state_class,
 )
 
-__all__ = ["INIT_COMPILER_OPTIONS", "LBPGibbs", "LBPGibbsState"]
-
-INIT_COMPILER_OPTIONS = {"xla_backend_optimization_level": 1}
-"""XLA's options for the compiled ``init`` on CPU, a program that runs once per chain: LLVM's
-optimisation level 1 instead of the default 3. Three compilations of each, alternated in one
-process (2 cores): the gallery mixture's ``init`` compiled in 3.05-3.76 s against
-3.61-4.27 s, the gallery HMM's in 7.2-8.6 s against 8.4-9.4 s, and the HMM's ran in
-0.66-0.70 s against 0.57-0.66 s (its 4 descents); level 0 ran those descents 6 times
-slower."""
+__all__ = ["LBPGibbs", "LBPGibbsState"]
 
 
 class LBPGibbs(Gibbs):
@@ -284,7 +276,7 @@ class LBPGibbs(Gibbs):
 
         if not is_prng_key(rng_key):
             self._collapsed = self._prepare_blocks(rng_key[0], sites, model_args, model_kwargs)
-            state = _jit_once(jax.vmap(init), rng_key)(rng_key, init_params)
+            state = compiled_once(jax.vmap(init), rng_key)(rng_key, init_params)
             setattr(self, SAMPLE_FN_ATTRIBUTE, jax.vmap(self._sweep(), in_axes=(0, None, None)))
             return state
         # the arguments are the program's constants, so a later run (or chain) with the
@@ -294,7 +286,7 @@ class LBPGibbs(Gibbs):
         if cached is None or not same_objects(cached[0], arguments):
             # (the blocks a compiled init was traced with stay those of its later runs)
             self._collapsed = self._prepare_blocks(rng_key, sites, model_args, model_kwargs)
-            cached = self._compiled_init = (arguments, _jit_once(init, rng_key))
+            cached = self._compiled_init = (arguments, compiled_once(init, rng_key))
         state = cached[1](rng_key, init_params)
         setattr(self, SAMPLE_FN_ATTRIBUTE, self._sweep())
         return state
@@ -415,16 +407,6 @@ class LBPGibbs(Gibbs):
         # unpickling
         state = super().__getstate__()
         return {**state, "_compiled_init": None, "_compiled_postprocess": {}}
-
-
-def _jit_once(fun: Callable, rng_key: jax.Array) -> Callable:
-    """`fun` jitted for a program that runs once per chain: with
-    :data:`INIT_COMPILER_OPTIONS` on CPU, XLA's defaults elsewhere and inside the trace of
-    a caller (`rng_key` a tracer: ``chain_method="parallel"``), where the options belong to
-    the caller's program."""
-    traced = isinstance(rng_key, jax.core.Tracer)
-    options = INIT_COMPILER_OPTIONS if jax.default_backend() == "cpu" and not traced else None
-    return jax.jit(fun, compiler_options=options)
 
 
 use_gibbs_state_class(LBPGibbs, LBPGibbsState)
