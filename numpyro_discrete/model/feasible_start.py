@@ -12,8 +12,8 @@ bounded value (binary, categorical, bounded ordinal) to its next value, cyclical
 """
 
 from collections.abc import Callable
-from functools import partial
 import warnings
+import weakref
 
 import numpy as np
 
@@ -89,11 +89,18 @@ def _feasible_start(log_terms, structure, supports, x, movable):
     return jax.jit(lambda x: _moved_until_possible(log_terms, structure, supports, x, movable))(x)
 
 
-# compiled once per `log_terms` (a target's is the same function for the same arguments), so
-# that a later chain's check compiles nothing
-@partial(jax.jit, static_argnums=0)
+# the compiled check of each `log_terms` (a target's is the same function for the same
+# arguments), so that a later chain's check compiles nothing; held weakly, so that neither
+# the function nor the model arguments it closes over outlive their kernel
+_CHECKS: "weakref.WeakKeyDictionary[Callable, Callable]" = weakref.WeakKeyDictionary()
+
+
 def _any_impossible(log_terms: Callable[[jax.Array], jax.Array], x: jax.Array) -> jax.Array:
-    return jnp.any(_impossible(log_terms(x)))
+    check = _CHECKS.get(log_terms)
+    if check is None:
+        terms = weakref.ref(log_terms)
+        check = _CHECKS[log_terms] = jax.jit(lambda x: jnp.any(_impossible(terms()(x))))
+    return check(x)
 
 
 def _moved_until_possible(log_terms, structure, supports, x, movable):
