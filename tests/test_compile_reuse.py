@@ -102,18 +102,16 @@ def test_later_chains_reuse_the_first_chains_target_and_start(make_kernel, monke
         return first_init(*args, **kwargs)
 
     monkeypatch.setattr(kernel, "init", marked_init)
-    mcmc = MCMC(kernel, num_warmup=20, num_samples=20, num_chains=3, chain_method="sequential",
+    mcmc = MCMC(kernel, num_warmup=20, num_samples=20, num_chains=2, chain_method="sequential",
                 progress_bar=False)  # fmt: skip
     with caplog.at_level(logging.WARNING, logger="jax"), jax.log_compiles():
         mcmc.run(random.key(0), field, 0.3)
         names = _compiled_program_names(caplog.records)
         assert len(reads) == 1
         fresh = MCMC(make_kernel(chain_model), num_warmup=20, num_samples=20, progress_bar=False)
-        fresh.run(random.split(random.key(0), 3)[1], field, 0.3)
-    later_chains = " ".join(names).split("chain_start")[2:]
-    assert len(later_chains) == 2
-    for chain in later_chains:
-        assert set(chain.split()) <= {"jit(_fori_collect_loop)", "jit(stack)"}, chain
+        fresh.run(random.split(random.key(0), 2)[1], field, 0.3)
+    second_chain = " ".join(names).split("chain_start")[2]
+    assert set(second_chain.split()) <= {"jit(_fori_collect_loop)", "jit(stack)"}, second_chain
     np.testing.assert_array_equal(
         fresh.get_samples()["x"], mcmc.get_samples(group_by_chain=True)["x"][1]
     )
