@@ -28,6 +28,8 @@ from numpyro_discrete.core import collapse
 from numpyro_discrete.core.rows import row_log_softmax
 from numpyro_discrete.gallery.sequences import hmm_smoothed_marginals
 
+import helpers
+
 Y = np.array([-1.2, 0.3, 2.1, 1.7, -0.4])
 COUNTS = np.array([[3.0, 1.0], [0.0, 2.0], [4.0, 4.0]])
 
@@ -476,3 +478,40 @@ def test_draws_match_the_grid_posterior(chain_method):
         ess = numpyro.diagnostics.effective_sample_size(value)
         error = abs(value.mean() - exact[name]) / (value.std() / np.sqrt(ess))
         assert error < 4.5, (name, value.mean(), exact[name])
+
+
+def latent_bernoulli_model(data):
+    """numpyro's ``test_hmc_gibbs.py::test_bernoulli_latent_model``, with ``z`` marked for
+    enumeration and ``y`` not: both discrete, in one plate."""
+    y_prob = numpyro.sample("y_prob", dist.Beta(1.0, 1.0))
+    with numpyro.plate("data", data.shape[0]):
+        y = numpyro.sample("y", dist.Bernoulli(y_prob))
+        z = numpyro.sample("z", dist.Bernoulli(0.65 * y + 0.1), infer={"enumerate": "parallel"})
+        numpyro.sample("obs", dist.Normal(2.0 * z, 1.0), obs=data)
+
+
+def latent_bernoulli_posterior_mean(data):
+    """``E[y_prob | data]`` on a grid: each datum's likelihood summed over ``y`` and ``z``."""
+    p = np.linspace(0.0005, 0.9995, 1000)
+    normal = [np.exp(-0.5 * (data - 2.0 * z) ** 2) for z in (0, 1)]
+    per_y = [(1 - (0.65 * y + 0.1)) * normal[0] + (0.65 * y + 0.1) * normal[1] for y in (0, 1)]
+    log_w = np.sum(np.log((1 - p[:, None]) * per_y[0] + p[:, None] * per_y[1]), axis=1)
+    w = np.exp(log_w - log_w.max())
+    return float(np.sum(w * p) / np.sum(w))
+
+
+def test_a_site_marked_for_enumeration_beside_a_sampled_one():
+    """``z`` summed out by numpyro's enumeration, ``y`` drawn beside it in the same plate:
+    ``y_prob`` matches its posterior on a grid."""
+    key_y, key_z, key_obs = random.split(random.key(0), 3)
+    y = dist.Bernoulli(0.3).sample(key_y, (200,))
+    z = dist.Bernoulli(0.65 * y + 0.1).sample(key_z)
+    data = dist.Normal(2.0 * z, 1.0).sample(key_obs)
+    kernel = LBPGibbs(NUTS(latent_bernoulli_model))
+    mcmc = MCMC(kernel, num_warmup=300, num_samples=1500, progress_bar=False)
+    mcmc.run(random.key(1), data)
+    samples = mcmc.get_samples(group_by_chain=True)
+    assert samples["y"].shape == (1, 1500, 200)
+    helpers.assert_mean_within_mcse(
+        samples["y_prob"], latent_bernoulli_posterior_mean(np.asarray(data)), what="y_prob"
+    )

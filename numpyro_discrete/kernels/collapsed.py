@@ -377,6 +377,16 @@ class _MaskModelSites(Messenger):
 
     def process_message(self, msg: dict) -> None:
         if self._depth == 0 and msg["type"] == "sample":
+            if msg["infer"].get("enumerate") == "parallel" and not msg["is_observed"]:
+                # a site the user marked for enumeration is summed out by the factor too: held
+                # at its first value as an observed site, so that the inner kernel neither
+                # samples it (no key here) nor enumerates it again
+                fn = msg["fn"]
+                first = fn.enumerate_support(expand=False)[0]
+                shape = tuple(msg["kwargs"].get("sample_shape", ())) + fn.shape()
+                msg["value"] = jnp.broadcast_to(first, shape)
+                msg["is_observed"] = True
+                msg["infer"] = {k: v for k, v in msg["infer"].items() if k != "enumerate"}
             # as numpyro's `mask` handler does
             msg["fn"] = msg["fn"].mask(False)
         self._depth += 1
