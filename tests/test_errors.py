@@ -76,6 +76,12 @@ def impossible_start_model():
     numpyro.factor("forbid_zero", jnp.where(jnp.sum(x) == 0, -jnp.inf, 0.0))
 
 
+def unreachable_mixed_model():
+    numpyro.sample("mu", dist.Normal(0.0, 1.0))
+    x = numpyro.sample("x", dist.Bernoulli(0.5).expand([3]))
+    numpyro.factor("more_than_three", jnp.where(jnp.sum(x) > 3, 0.0, -jnp.inf))
+
+
 def row_sum_model():
     x = numpyro.sample("x", dist.Bernoulli(0.5).expand([2, 4]))
     numpyro.factor("rows", jnp.sum(x, axis=1) ** 2)  # a whole row in one term
@@ -179,6 +185,9 @@ CASES = [
          ModelError, "cannot be differentiated in the values of site 'n'"),
     Case("infinite-potential-at-init", lambda: _init(LBP(impossible_start_model), X3),
          ModelError, "the potential energy is [inf] at the initial values of sites ['x']"),
+    Case("unreachable-start-lbp-gibbs", lambda: _run(LBPGibbs(NUTS(unreachable_mixed_model))),
+         ModelError, "the model has zero probability at the start drawn for its discrete sites "
+         "['x']"),
     Case("nan-potential-at-init",
          lambda: _init(ALBP(potential_fn=lambda z: jnp.nan * jnp.sum(z["x"])), X3),
          ModelError, "the potential energy is [nan]"),

@@ -19,6 +19,8 @@ from numpyro_discrete.core.neighbourhood import UNBOUNDED, CoordinateSupports
 from numpyro_discrete.model.feasible_start import feasible_start
 from numpyro_discrete.structure.colouring import TermStructure
 
+KEY = random.key(0)
+
 # a statistical or every-chain-method run: the slow tier (`make test-slow`, CI runs it)
 pytestmark = pytest.mark.slow
 
@@ -137,12 +139,12 @@ def test_moves_by_support():
 
     x = jnp.array([1, 0, 0], jnp.int32)
     movable = np.array([True, True, False])
-    out = np.asarray(feasible_start(log_terms, structure, supports, x, movable))
+    out = np.asarray(feasible_start(log_terms, structure, supports, x, movable, KEY))
     np.testing.assert_array_equal(out, [15, 1, 0])  # coordinate 2 cannot move
-    out = np.asarray(feasible_start(log_terms, structure, supports, x, np.ones(3, bool)))
+    out = np.asarray(feasible_start(log_terms, structure, supports, x, np.ones(3, bool), KEY))
     np.testing.assert_array_equal(out, [15, 1, 7])  # 1 -> 3 -> 7 -> 15; 0 -> 1; 0 -> 1 -> 3 -> 7
     # and traced, as under `vmap`
-    traced = jax.vmap(lambda x: feasible_start(log_terms, structure, supports, x, movable))
+    traced = jax.vmap(lambda x: feasible_start(log_terms, structure, supports, x, movable, KEY))
     np.testing.assert_array_equal(np.asarray(traced(x[None]))[0], [15, 1, 0])
 
 
@@ -153,5 +155,27 @@ def test_an_impossible_state_is_returned_as_drawn():
     )
     structure = _structure([(0, 0)], 1)
     x = jnp.array([1], jnp.int32)
-    out = feasible_start(lambda x: jnp.full(1, -jnp.inf), structure, supports, x, np.ones(1, bool))
+    out = feasible_start(
+        lambda x: jnp.full(1, -jnp.inf), structure, supports, x, np.ones(1, bool), KEY
+    )
     np.testing.assert_array_equal(np.asarray(out), [1])
+
+
+def test_an_order_between_coordinates_is_met_by_drawing_them_again():
+    """Three change points that must increase, drawn in decreasing order: moved by one value
+    together they keep their order, so the rounds of uniform draws meet the constraint."""
+    span = 119
+    supports = CoordinateSupports(
+        kind=np.full(3, 2), num_categories=np.zeros(3, int),
+        lower=np.ones(3, int), upper=np.full(3, span),
+    )  # fmt: skip
+    structure = _structure([(0, 0), (0, 1), (0, 2)], 3)
+
+    def log_terms(x):
+        return jnp.where((x[0] < x[1]) & (x[1] < x[2]), 0.0, -jnp.inf)[None]
+
+    x = jnp.array([90, 50, 10], jnp.int32)
+    for seed in range(5):
+        out = np.asarray(feasible_start(log_terms, structure, supports, x, np.ones(3, bool),
+                                        random.key(seed)))  # fmt: skip
+        assert out[0] < out[1] < out[2] and out.min() >= 1 and out.max() <= span, out

@@ -9,6 +9,12 @@ ones from the prior would rarely help (every site must land above its counts at 
 support, until every term is finite: a count unbounded above moves away from its lower
 bound by doubling its distance (``log2`` of the largest count rounds for the N-mixture), a
 bounded value (binary, categorical, bounded ordinal) to its next value, cyclically.
+
+Moving every suspect by one value at a time never changes their order, so a constraint
+between coordinates (change points ``tau_1 < tau_2 < tau_3`` imposed by a ``factor`` of
+``-inf``) cannot be met that way. After those rounds, the suspects of a bounded support are
+drawn again, uniformly in their supports, as numpyro's ``init_to_uniform`` retries its draw,
+for up to :data:`REDRAW_ROUNDS` more rounds.
 """
 
 from collections.abc import Callable
@@ -18,16 +24,20 @@ import weakref
 import numpy as np
 
 import jax
-from jax import lax
+from jax import lax, random
 import jax.numpy as jnp
 
 from numpyro_discrete.core.neighbourhood import UNBOUNDED, CoordinateSupports
 from numpyro_discrete.structure.colouring import TermStructure
 
-__all__ = ["MAX_ROUNDS", "feasible_start"]
+__all__ = ["MAX_ROUNDS", "REDRAW_ROUNDS", "feasible_start"]
 
-#: rounds of moves before giving up (the error that follows names the sites)
+#: rounds of moves by one value (or a doubling) before the suspects are drawn again
 MAX_ROUNDS = 48
+
+#: rounds of uniform draws of the suspects after the moves, before giving up (the caller's
+#: check of the initial density then names the sites)
+REDRAW_ROUNDS = 64
 
 
 def _impossible(terms: jax.Array) -> jax.Array:
@@ -61,32 +71,46 @@ def _moved(x: jax.Array, supports: CoordinateSupports) -> jax.Array:
     return jnp.where(unbounded, jnp.minimum(grown, UNBOUNDED - 1), cycled)
 
 
+def _redrawn(rng_key: jax.Array, x: jax.Array, supports: CoordinateSupports) -> jax.Array:
+    """Every coordinate of a bounded support drawn uniformly in it; the others as
+    :func:`_moved` moves them."""
+    lower = jnp.asarray(supports.lower, x.dtype)
+    unbounded = np.asarray(supports.upper) >= UNBOUNDED
+    upper = jnp.asarray(np.where(unbounded, supports.lower, supports.upper), x.dtype)
+    drawn = random.randint(rng_key, x.shape, lower, upper + 1, x.dtype)
+    return jnp.where(unbounded, _moved(x, supports), drawn)
+
+
 def feasible_start(
     log_terms: Callable[[jax.Array], jax.Array],
     structure: TermStructure,
     supports: CoordinateSupports,
     x: jax.Array,
     movable: np.ndarray,
+    rng_key: jax.Array,
 ) -> jax.Array:
     """`x` where every term of ``log pi`` has positive probability; else the coordinates of
     `movable` (a static ``(N,)`` mask: those drawn, not given) that share a term of zero
-    probability moved round by round (:data:`MAX_ROUNDS` at most) until none of them is
-    left; `x` itself if the rounds run out. A term that stays impossible through values
-    that cannot move is left to the caller's check of the initial density."""
+    probability moved round by round (:data:`MAX_ROUNDS` at most), then drawn again with
+    `rng_key` (:data:`REDRAW_ROUNDS` at most), until none of them is left; `x` itself if
+    the rounds run out. A term that stays impossible through values that cannot move is
+    left to the caller's check of the initial density."""
     with warnings.catch_warnings():
         # numpyro warns of the out-of-support values this function exists to move
         warnings.filterwarnings("ignore", "Out-of-support", UserWarning)
-        return _feasible_start(log_terms, structure, supports, x, movable)
+        return _feasible_start(log_terms, structure, supports, x, movable, rng_key)
 
 
-def _feasible_start(log_terms, structure, supports, x, movable):
+def _feasible_start(log_terms, structure, supports, x, movable, rng_key):
     if isinstance(x, jax.core.Tracer):  # staged into the caller's program
-        return _moved_until_possible(log_terms, structure, supports, x, movable)
+        return _moved_until_possible(log_terms, structure, supports, x, movable, rng_key)
     # concrete (a chain's `init`, run eagerly): compiled programs, as op by op the model's
     # operations compiled one by one (37 programs on a 50 x 50 Ising lattice)
     if not bool(_any_impossible(log_terms, x)):
         return x  # the usual case, decided without compiling the loop
-    return jax.jit(lambda x: _moved_until_possible(log_terms, structure, supports, x, movable))(x)
+    return jax.jit(
+        lambda x, key: _moved_until_possible(log_terms, structure, supports, x, movable, key)
+    )(x, rng_key)
 
 
 # the compiled check of each `log_terms` (a target's is the same function for the same
@@ -103,14 +127,19 @@ def _any_impossible(log_terms: Callable[[jax.Array], jax.Array], x: jax.Array) -
     return check(x)
 
 
-def _moved_until_possible(log_terms, structure, supports, x, movable):
+def _moved_until_possible(log_terms, structure, supports, x, movable, rng_key):
     def cond(carry: tuple[jax.Array, jax.Array, jax.Array]) -> jax.Array:
         _, suspect, i = carry
-        return jnp.any(suspect) & (i < MAX_ROUNDS)
+        return jnp.any(suspect) & (i < MAX_ROUNDS + REDRAW_ROUNDS)
 
     def body(carry: tuple[jax.Array, jax.Array, jax.Array]):
         x, suspect, i = carry
-        x = jnp.where(suspect, _moved(x, supports), x)
+        new = lax.cond(
+            i < MAX_ROUNDS,
+            lambda: _moved(x, supports),
+            lambda: _redrawn(random.fold_in(rng_key, i), x, supports),
+        )
+        x = jnp.where(suspect, new, x)
         return x, _suspects(log_terms(x), structure, movable), i + 1
 
     start = (x, _suspects(log_terms(x), structure, movable), jnp.asarray(0))

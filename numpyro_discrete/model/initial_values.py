@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 import jax
+from jax import random
 import jax.numpy as jnp
 
 from numpyro_discrete.model.errors import ModelError
@@ -80,6 +81,7 @@ def initial_position(
             target.supports,
             layout.flatten(values),
             movable,
+            random.fold_in(rng_key, 1),
         )
     return layout.flatten(values)
 
