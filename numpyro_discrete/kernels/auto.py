@@ -41,14 +41,20 @@ from numpyro.infer.mcmc import MCMCKernel
 
 from numpyro_discrete.core.block_gibbs import MAX_BLOCK_VALUES, block_plan, value_counts
 from numpyro_discrete.core.collapse import MAX_SUMMED_VALUES
+from numpyro_discrete.core.neighbourhood import SupportKind
 from numpyro_discrete.core.pair_tables import pair_tables
 from numpyro_discrete.kernels.arguments import one_eager_chain
 from numpyro_discrete.kernels.base import DiscreteKernel
 from numpyro_discrete.kernels.block_gibbs import BlockGibbs
-from numpyro_discrete.kernels.chromatic import ChromaticGibbs
+from numpyro_discrete.kernels.chromatic import (
+    ChromaticGibbs,
+    sweep_target,
+    windowed_coordinates,
+)
 from numpyro_discrete.kernels.collapsed import CollapsedDraw, chain_problem, independence_problem
 from numpyro_discrete.kernels.lbp import ALBP
 from numpyro_discrete.model.errors import named_model_errors
+from numpyro_discrete.model.layout import SiteLayout
 from numpyro_discrete.model.move_scales import support_spans
 from numpyro_discrete.model.sites import same_objects
 from numpyro_discrete.model.target import DiscreteTarget, model_target
@@ -123,20 +129,47 @@ def choose_discrete_kernel(target: DiscreteTarget, summable: bool = False) -> Ke
                 f"coordinates at most: a systematic scan reading its conditionals from pair "
                 f"tables, {fill}",
             )
+    # the candidates the chromatic sweep would draw from (whole small supports)
     x = np.asarray(supports.lower)
-    num_candidates = jax.eval_shape(target.neighbourhood.candidates, x).shape[1]
+    neighbourhood = sweep_target(target, ordinal_window=None).neighbourhood
+    num_candidates = jax.eval_shape(neighbourhood.candidates, x).shape[1]
     cost = structure.num_colours * num_candidates
+    windowed = windowed_coordinates(supports, ordinal_window=None)
+    candidates = (
+        f"{num_candidates} candidate values (sites {_sites_of(layout, windowed)} moved within "
+        "their support by distances from 1 to twice their scale, not over all of it)"
+        if windowed.any()
+        else f"{num_candidates} candidate values (whole supports)"
+    )
     if cost <= SWEEP_BUDGET:
         return KernelChoice(
             ChromaticGibbs,
-            f"{structure.num_colours} colour classes x {num_candidates} candidate values = "
+            f"{structure.num_colours} colour classes x {candidates} = "
             f"{cost} evaluations per sweep (at most {SWEEP_BUDGET})",
+        )
+    # small bounded ordinal supports (a change point's) are drawn whole, each coordinate's
+    # exact conditional, for at most WHOLE_SUPPORT_SPAN + 1 evaluations per class: budgeted
+    # as the moves by distance that ALBP would make instead
+    moves = jax.eval_shape(target.neighbourhood.candidates, x).shape[1]
+    if structure.num_colours * moves <= SWEEP_BUDGET:
+        whole = (supports.kind == SupportKind.ORDINAL) & ~windowed
+        return KernelChoice(
+            ChromaticGibbs,
+            f"{structure.num_colours} colour classes x {candidates} = {cost} evaluations per "
+            f"sweep: the whole supports of ordinal sites {_sites_of(layout, whole)} "
+            f"({num_candidates + 1} values at most) drawn exactly, where moves by distance "
+            f"would cost {structure.num_colours * moves} (at most {SWEEP_BUDGET})",
         )
     return KernelChoice(
         ALBP,
-        f"{structure.num_colours} colour classes x {num_candidates} candidate values = "
+        f"{structure.num_colours} colour classes x {candidates} = "
         f"{cost} evaluations per sweep (more than {SWEEP_BUDGET})",
     )
+
+
+def _sites_of(layout: SiteLayout, coordinates: np.ndarray) -> list[str]:
+    """The sites holding any of the `coordinates` (a ``(N,)`` mask)."""
+    return [name for name in layout.names if coordinates[layout.site_coords(name)].any()]
 
 
 class AutoDiscrete(MCMCKernel):

@@ -14,6 +14,7 @@ import jax.numpy as jnp
 
 from numpyro_discrete.core import chromatic, offset_sweep, site_scan, table_sweep
 from numpyro_discrete.core.neighbourhood import (
+    CoordinateSupports,
     SupportKind,
     coordinate_neighbourhood,
     ladder_offsets,
@@ -25,12 +26,44 @@ from numpyro_discrete.model.layout import SiteSupport
 from numpyro_discrete.model.move_scales import support_spans
 from numpyro_discrete.model.target import DiscreteTarget
 
-__all__ = ["WHOLE_SUPPORT_SPAN", "ChromaticGibbs", "ChromaticGibbsState"]
+__all__ = [
+    "WHOLE_SUPPORT_SPAN",
+    "ChromaticGibbs",
+    "ChromaticGibbsState",
+    "sweep_target",
+    "windowed_coordinates",
+]
 
 WHOLE_SUPPORT_SPAN = 128
 """Without an ``ordinal_window``, a bounded ordinal coordinate whose support spans at most
 this many steps is drawn from its exact conditional over its whole support (one evaluation
 of the terms per value), as binary and categorical coordinates are."""
+
+
+def windowed_coordinates(supports: CoordinateSupports, ordinal_window: int | None) -> np.ndarray:
+    """The ``(N,)`` mask of the coordinates whose new values lie in a window around the
+    current value instead of the whole support: every ordinal one with an
+    `ordinal_window`, else those spanning more than :data:`WHOLE_SUPPORT_SPAN` steps."""
+    ordinal = supports.kind == SupportKind.ORDINAL
+    if ordinal_window is not None:
+        return ordinal
+    span = supports.upper.astype(np.int64) - supports.lower
+    return ordinal & (span > WHOLE_SUPPORT_SPAN)
+
+
+def sweep_target(target: DiscreteTarget, ordinal_window: int | None) -> DiscreteTarget:
+    """`target` with the neighbourhood an exact sweep draws from: without an
+    `ordinal_window`, small bounded ordinal supports whole, so that each draw is the
+    coordinate's exact conditional (a change point's ``DiscreteUniform`` moved by windows
+    mixes several times slower), larger ones by the ladder of
+    :func:`~numpyro_discrete.core.neighbourhood.ladder_offsets`."""
+    if ordinal_window is not None:
+        return target
+    window = ladder_offsets(target.move_scales, support_spans(target.layout))
+    neighbourhood = coordinate_neighbourhood(
+        target.supports, window, whole_support_span=WHOLE_SUPPORT_SPAN
+    )
+    return dataclasses.replace(target, neighbourhood=neighbourhood)
 
 
 class ChromaticGibbsState(ExactSweepState):
@@ -80,7 +113,9 @@ class ChromaticGibbs(ExactSweepKernel):
 
     New values: a binary coordinate is drawn from both values; a categorical one from all
     categories; a bounded ordinal one spanning at most :data:`WHOLE_SUPPORT_SPAN` steps (a
-    change point's ``DiscreteUniform``, a ``Binomial`` of a small total) from its whole
+    change point's ``DiscreteUniform``, a ``Binomial`` of a small total), or any bounded
+    one where the coordinates times the widest support's values are at most
+    :data:`WHOLE_SUPPORT_TABLE` (a few change points of a long series), from its whole
     support; any other ordinal one from the values at the distances of its ladder (1 up to
     twice the site's scale), or within ``ordinal_window`` of its current value (then for
     every ordinal site), inside its support (the offsets are symmetric, so the reverse move
@@ -196,20 +231,9 @@ class ChromaticGibbs(ExactSweepKernel):
                 UserWarning,
                 stacklevel=4,
             )
-        if self._ordinal_window is None:
-            # small bounded ordinal supports enumerated: each draw is then the coordinate's
-            # exact conditional (a change point's DiscreteUniform moved by windows mixed at
-            # a sixth of numpyro's rate). The kernel's target holds the neighbourhood it runs.
-            supports = target.supports
-            window = ladder_offsets(target.move_scales, support_spans(target.layout))
-            neighbourhood = coordinate_neighbourhood(
-                supports, window, whole_support_span=WHOLE_SUPPORT_SPAN
-            )
-            target = self._target = dataclasses.replace(target, neighbourhood=neighbourhood)
-            span = supports.upper.astype(np.int64) - supports.lower
-            windowed = (supports.kind == SupportKind.ORDINAL) & (span > WHOLE_SUPPORT_SPAN)
-        else:
-            windowed = target.supports.kind == SupportKind.ORDINAL
+        # the kernel's target holds the neighbourhood it runs
+        target = self._target = sweep_target(target, self._ordinal_window)
+        windowed = windowed_coordinates(target.supports, self._ordinal_window)
         # a proven colouring draws exact conditionals where each coordinate's options are its
         # whole support (an ordinal window moves with the value): no MH test there
         whole_supports = not np.any(windowed)
