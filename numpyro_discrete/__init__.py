@@ -2,6 +2,7 @@
 proposals with gradients, multi-site path moves, adaptive path lengths, chromatic Gibbs
 and exact chain-block Gibbs on the structure read from the model."""
 
+from numpyro_discrete.diagnostics import Diagnosis, SiteDiagnosis, diagnose
 from numpyro_discrete.kernels.acs import ACS, ACSState
 from numpyro_discrete.kernels.auto import AutoDiscrete
 from numpyro_discrete.kernels.block_gibbs import BlockGibbs, BlockGibbsState
@@ -28,12 +29,15 @@ __all__ = [
     "CollapsedDrawState",
     "DMALA",
     "DMALAState",
+    "Diagnosis",
     "LBP",
     "LBPGibbs",
     "LBPGibbsState",
     "LBPState",
     "ModelError",
+    "SiteDiagnosis",
     "SiteSupport",
+    "diagnose",
     "discrete_sites",
     "enable_loop_checks",
     "loop_checks_enabled",
