@@ -4,11 +4,14 @@ warning naming the sites where the chains disagree or carry little information.
 
 numpyro's ``MCMC`` prints nothing when chains disagree; Stan and PyMC warn after sampling
 when R-hat exceeds 1.01. A discrete site's draws are integers, often of a few values, so
-its summaries are chosen to make R-hat meaningful: each coordinate's value where the site has
-at most :data:`MAX_COORDINATES_BY_VALUE` coordinates, else the mean of its values over the
-coordinates (the fraction of ones of a binary site, the mean count of a count site), one
-summary whose disagreement between chains a max over hundreds of coordinates would drown
-in chance.
+its summaries are chosen to make R-hat meaningful:
+
+- a site of at most :data:`MAX_COORDINATES_BY_VALUE` coordinates: each coordinate's value;
+- a larger one: the model's log joint at each draw (Stan's ``lp__``), one summary that does
+  not change when chains label a mixture's components differently (a label switch is not a
+  disagreement), and whose disagreement between chains a max over hundreds of coordinates
+  would drown in chance; where the model cannot be evaluated at the draws (a kernel given a
+  ``potential_fn``, samples passed without their run), the mean of the site's values.
 """
 
 from collections.abc import Mapping
@@ -17,8 +20,14 @@ import warnings
 
 import numpy as np
 
+import jax
+
+from numpyro import handlers
 from numpyro.diagnostics import effective_sample_size, split_gelman_rubin
 from numpyro.infer import MCMC
+from numpyro.infer.util import log_density
+
+from numpyro_discrete.numpyro_internals import run_arguments
 
 __all__ = [
     "MAX_COORDINATES_BY_VALUE",
@@ -46,13 +55,13 @@ class SiteDiagnosis:
     One discrete site's diagnosis.
 
     - **site** - the site's name.
-    - **summary** - ``"values"`` (each coordinate's value) or ``"mean"`` (the mean of its
-      values over the coordinates).
+    - **summary** - ``"values"`` (each coordinate's value), ``"log joint"`` (the model's log
+      joint at each draw) or ``"mean"`` (the mean of its values over the coordinates).
     - **r_hat** - the largest split R-hat of the summaries (1 where every chain holds one
       and the same value throughout; ``inf`` where chains hold different constant values).
     - **ess** - the smallest effective sample size of the summaries that vary.
-    - **stuck_chains** - the chains in which the site never changed, where some chain
-      holds another value.
+    - **stuck_chains** - the chains in which the site never changed, where another chain
+      changed it.
     """
 
     site: str
@@ -119,14 +128,14 @@ def diagnose(
     Diagnose the discrete sites of a finished run: per site, the split R-hat and the
     effective sample size of its summaries (see this module's docstring) and the chains that
     never moved it. With `warn`, a ``UserWarning`` names every site above `max_r_hat`,
-    below `min_ess`, or left where it started by some chain while another moved it.
+    below `min_ess`, or left where it started by some chain while another chain moved it.
 
     R-hat needs several chains to compare (``num_chains`` of 4 is Stan's default); with one
     chain, its two halves are compared.
 
     :param mcmc: a ``numpyro.infer.MCMC`` after ``run``, or its samples grouped by chain
         (``mcmc.get_samples(group_by_chain=True)``); the discrete sites are those of integer
-        or boolean dtype.
+        or boolean dtype. Only a run gives the model's log joint for the larger sites.
     :param float max_r_hat: the largest split R-hat without a warning.
     :param float min_ess: the smallest effective sample size without a warning.
     :param bool warn: whether to warn of the problems found.
@@ -171,7 +180,12 @@ def diagnose(
     num_chains, num_samples = shapes.pop()
     if num_samples < 4:
         raise ValueError(f"diagnose: {num_samples} draws per chain; at least 4 are needed.")
-    rows = tuple(_site_diagnosis(name, value) for name, value in discrete.items())
+    log_joint = None
+    if any(
+        np.size(v) > num_chains * num_samples * MAX_COORDINATES_BY_VALUE for v in discrete.values()
+    ):
+        log_joint = _log_joint(mcmc, samples) if isinstance(mcmc, MCMC) else None
+    rows = tuple(_site_diagnosis(name, value, log_joint) for name, value in discrete.items())
     diagnosis = Diagnosis(rows, num_chains, num_samples, max_r_hat, min_ess)
     flagged = diagnosis.flagged
     if warn and flagged:
@@ -187,17 +201,45 @@ def diagnose(
     return diagnosis
 
 
-def _site_diagnosis(name: str, draws: np.ndarray) -> SiteDiagnosis:
+def _log_joint(mcmc: MCMC, samples: dict) -> np.ndarray | None:
+    """The model's log joint at each draw, ``(chains, samples)``; ``None`` where the kernel
+    has no model, numpyro no longer keeps the run's arguments, or the model cannot be
+    evaluated at the draws. Sites the samples lack (marked for enumeration) are drawn from
+    the model, which adds noise the same in every chain."""
+    model = getattr(mcmc.sampler, "model", None)
+    arguments = run_arguments(mcmc)
+    if model is None or arguments is None:
+        return None
+    args, kwargs = arguments
+    num_chains, num_samples = np.shape(next(iter(samples.values())))[:2]
+    flat = jax.tree.map(lambda v: v.reshape((num_chains * num_samples,) + v.shape[2:]), samples)
+
+    def one(draw: dict) -> jax.Array:
+        seeded = handlers.seed(model, rng_seed=0)
+        return log_density(seeded, args, kwargs, draw)[0]
+
+    try:
+        values = jax.jit(lambda draws: jax.lax.map(one, draws, batch_size=64))(flat)
+    except Exception:  # any model that cannot be evaluated at the draws: do without
+        return None
+    values = np.asarray(values, np.float64).reshape(num_chains, num_samples)
+    return values if np.all(np.isfinite(values)) else None
+
+
+def _site_diagnosis(name: str, draws: np.ndarray, log_joint: np.ndarray | None) -> SiteDiagnosis:
     """`draws` ``(chains, samples, ...)`` of one site, summarised and diagnosed."""
     num_chains, num_samples = draws.shape[:2]
     flat = draws.reshape(num_chains, num_samples, -1).astype(np.float64)
     if flat.shape[-1] <= MAX_COORDINATES_BY_VALUE:
         summary, summaries = "values", flat
+    elif log_joint is not None:
+        summary, summaries = "log joint", log_joint[..., None]
     else:
         summary, summaries = "mean", flat.mean(-1, keepdims=True)
     moved = np.any(flat != flat[:, :1], axis=(1, 2))
-    one_value = np.all(flat == flat[:1, :1], axis=(0, 1))  # per coordinate
-    stuck = () if np.all(one_value) else tuple(int(c) for c in np.flatnonzero(~moved))
+    # chains that never moved it while another chain did (where none moved, R-hat of the
+    # summaries tells whether they disagree)
+    stuck = tuple(int(c) for c in np.flatnonzero(~moved)) if moved.any() else ()
     return SiteDiagnosis(name, summary, _r_hat(summaries), _ess(summaries), stuck)
 
 

@@ -15,15 +15,19 @@ entry, when a numpyro release changes one of them.
 - :func:`set_block_kernel`: numpyro's ``Gibbs`` holds its block kernels (each rebound to
   the conditioned model) in ``_kernels``; :class:`~numpyro_discrete.LBPGibbs` sets its inner
   block at ``init``, on the model with the discrete sites summed out where they can be.
+- :func:`run_arguments`: ``MCMC`` keeps the model arguments of its last ``run`` in
+  ``_args`` and ``_kwargs``; :func:`~numpyro_discrete.diagnose` evaluates the model's log
+  joint at each draw with them.
 """
 
 from numpyro.infer.gibbs import Gibbs, GibbsState
-from numpyro.infer.mcmc import MCMCKernel
+from numpyro.infer.mcmc import MCMC, MCMCKernel
 from numpyro.infer.util import _prepare_model_for_potential
 
 __all__ = [
     "SAMPLE_FN_ATTRIBUTE",
     "prepare_model_for_potential",
+    "run_arguments",
     "set_block_kernel",
     "use_gibbs_state_class",
 ]
@@ -57,3 +61,12 @@ def set_block_kernel(gibbs: Gibbs, index: int, kernel: MCMCKernel) -> None:
             "LBPGibbs sets at `init`; this numpyro version is not supported."
         )
     setattr(gibbs, _GIBBS_KERNELS_ATTRIBUTE, kernels[:index] + (kernel,) + kernels[index + 1 :])
+
+
+def run_arguments(mcmc: MCMC) -> tuple[tuple, dict] | None:
+    """The model arguments of `mcmc`'s last ``run``; ``None`` where numpyro no longer keeps
+    them (the caller then does without)."""
+    args, kwargs = getattr(mcmc, "_args", None), getattr(mcmc, "_kwargs", None)
+    if not isinstance(args, tuple) or not isinstance(kwargs, dict):
+        return None
+    return args, kwargs
