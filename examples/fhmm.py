@@ -81,7 +81,7 @@ import jax.numpy as jnp
 import numpyro
 from numpyro.infer import MCMC, NUTS
 
-from numpyro_discrete import ALBP, BlockGibbs, ChromaticGibbs, LBPGibbs
+from numpyro_discrete import ALBP, BlockGibbs, ChromaticGibbs, LBPGibbs, diagnose
 from numpyro_discrete.gallery.fhmm import fhmm_data, fhmm_model
 
 matplotlib.use("Agg")
@@ -246,6 +246,9 @@ def main(argv=None):
     numpyro.diagnostics.print_summary(
         {"w": w, "b": b, "sigma": np.asarray(samples["sigma"])}, group_by_chain=False
     )
+    # the discrete states' split R-hat, ESS and chains that never moved (their log joint,
+    # which is the same in every mirror mode)
+    print(diagnose(mcmc))
     # the mean signal w . x_l + b is the same in every mirror mode: no relabelling needed
     by_chain = mcmc.get_samples(group_by_chain=True)
     signal = np.einsum(

@@ -56,7 +56,7 @@ import jax.numpy as jnp
 import numpyro
 from numpyro.infer import MCMC, NUTS
 
-from numpyro_discrete import LBPGibbs
+from numpyro_discrete import LBPGibbs, diagnose
 from numpyro_discrete.gallery.sequences import hmm_model, simulate_hmm
 
 matplotlib.use("Agg")
@@ -153,6 +153,8 @@ def main(argv=None):
         params = {k: np.asarray(draws[k]) for k in ("locs", "sigma")}
         print(f"\n{name}: warmup {warmup_s:.1f} s (with compilation), sampling {sample_s:.1f} s")
         numpyro.diagnostics.print_summary(params, group_by_chain=True)
+        if "x" in draws:  # the discrete states: split R-hat, ESS, chains that never moved
+            print(diagnose(mcmc))
         ess = min(
             float(np.min(numpyro.diagnostics.effective_sample_size(v))) for v in params.values()
         )

@@ -80,7 +80,7 @@ import numpyro
 import numpyro.distributions as dist
 from numpyro.infer import MCMC, NUTS, DiscreteHMCGibbs
 
-from numpyro_discrete import ALBP, ChromaticGibbs, LBPGibbs
+from numpyro_discrete import ALBP, ChromaticGibbs, LBPGibbs, diagnose
 
 matplotlib.use("Agg")
 
@@ -305,6 +305,8 @@ def main(argv=None):
         f"with x_i != x_j (true image: {truth.mean():.3f}, {label_invariant(truth)[1]:.0f})"
     )
     numpyro.diagnostics.print_summary(values)
+    # per discrete site: split R-hat, ESS and stuck chains, with a warning if they disagree
+    print(diagnose(mcmc))
     if args.discrete_kernel == "auto":
         print(f"  discrete kernel chosen              {kernel_name}")
     if isinstance(discrete_kernel, ChromaticGibbs):
