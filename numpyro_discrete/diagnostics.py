@@ -74,7 +74,7 @@ class SiteDiagnosis:
         """What is wrong, in words; empty where nothing is."""
         found = []
         if self.r_hat > max_r_hat:
-            found.append(f"split R-hat {self.r_hat:.3g} > {max_r_hat}")
+            found.append(f"split R-hat {self.r_hat:.4g} > {max_r_hat}")
         if self.ess < min_ess:
             found.append(f"ESS {self.ess:.3g} < {min_ess:g}")
         if self.stuck_chains:
