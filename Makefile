@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed-dev
 DOCS_STAMP := $(VENV)/.installed-docs
 BENCH_ARGS ?=
 
-.PHONY: venv demo demo-fhmm test test-slow lint docs bench bench-binary bench-fhmm bench-rbm \
+.PHONY: venv demo demo-fhmm test test-slow lint docs wheel-check bench bench-binary bench-fhmm bench-rbm \
 	bench-structure bench-compile bench-scaling
 
 venv: $(STAMP)
@@ -41,6 +41,16 @@ test-slow: venv
 
 lint: venv
 	$(BIN)/python -m ruff check .
+
+# a wheel and an sdist (python -m build) into dist/, the wheel installed in a fresh venv
+# (outside the checkout) and a short sampling run there (tools/wheel_smoke.py)
+wheel-check: venv
+	rm -rf dist build/wheel-venv
+	$(BIN)/python -m pip install -q build
+	$(BIN)/python -m build --outdir dist .
+	$(PYTHON) -m venv build/wheel-venv
+	build/wheel-venv/bin/python -m pip install -q dist/*.whl
+	cd build && wheel-venv/bin/python ../tools/wheel_smoke.py
 
 # the documentation site (mkdocs.yml, docs/) into site/; warnings fail the build
 docs: $(DOCS_STAMP)

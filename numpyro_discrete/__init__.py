@@ -42,4 +42,4 @@ __all__ = [
     "enable_loop_checks",
     "loop_checks_enabled",
 ]
-__version__ = "0.1.0"
+__version__ = "0.2.0"

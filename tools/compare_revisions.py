@@ -19,7 +19,7 @@ sampling. Last, the seconds each chain's ``init`` takes in a run of two sequenti
 (``--chain-steps`` warmup steps and draws): numpyro calls ``init`` once per chain, with the
 same argument objects.
 
-    python -m tools.compare_revisions --base d99ed6d --out-dir benchmarks/results/revisions
+    python -m tools.compare_revisions --base REV --out-dir /tmp/revisions
 """
 
 import argparse

@@ -15,7 +15,7 @@ with enumeration alike. The starts are then taken in groups of `--group` (``LBPG
 drawn, where lower) is the one ``LBPGibbs`` keeps, and the fraction of groups whose kept
 start ends in a local mode is what its chains meet:
 
-    python -m tools.hmm_modes --starts 64 --out tools/results/hmm_modes.json
+    python -m tools.hmm_modes --starts 64 --out /tmp/hmm_modes.json
 """
 
 import argparse
