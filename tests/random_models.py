@@ -207,6 +207,24 @@ def chain_model_specs(draw) -> ModelSpec:
     return spec
 
 
+# hard constraints, each a factor of 0 or -inf that always leaves a state of positive
+# probability: the flattened coordinates of a site non-decreasing (ordered change points), a
+# site's values in the lower half of its support (a truncation). Not exclusions (two
+# coordinates that must differ): they leave feasible states that single-coordinate moves
+# connect only through states of tiny probability ((1, 0) and (0, 1) through (1, 2) and
+# (0, 2), at 5e-4), which tests mixing, not exactness.
+CONSTRAINT_IDIOMS = ("ordered", "truncated")
+
+
+@st.composite
+def constrained_model_specs(draw) -> ModelSpec:
+    """A random discrete-only model with a hard constraint beside its terms."""
+    spec = draw(model_specs(continuous=False))
+    idiom = draw(st.sampled_from(CONSTRAINT_IDIOMS))
+    first = draw(st.integers(0, len(spec.sites) - 1))
+    return spec._replace(terms=spec.terms + (TermSpec(idiom, first, first, "none"),))
+
+
 def _distribution(site: SiteSpec, rng: np.random.Generator, batch: tuple[int, ...]):
     if site.kind == "bernoulli":
         return dist.Bernoulli(probs=jnp.asarray(rng.uniform(0.2, 0.8, batch)))
@@ -296,6 +314,12 @@ def build_model(spec: ModelSpec):
             return 0.5 * jnp.ravel(af) @ const["matrix"] @ jnp.ravel(bf)
         if idiom == "matvec":
             return 0.5 * (const["matrix"] @ jnp.ravel(bf))
+        if idiom == "ordered":
+            flat = jnp.ravel(a)
+            return jnp.where(jnp.all(flat[1:] >= flat[:-1]), 0.0, -jnp.inf)
+        if idiom == "truncated":
+            half = _offset(first) + (_num_values(first) - 1) // 2
+            return jnp.where(a <= half, 0.0, -jnp.inf)
         if idiom == "transpose":
             t = jnp.swapaxes(jnp.atleast_2d(af), 0, 1)
             return c * t[:, :1] * t
