@@ -26,8 +26,8 @@ key_data, key_mcmc = jax.random.split(jax.random.key(0))
 y = jnp.concatenate([jnp.full(60, -2.0), jnp.full(140, 2.0)])
 y = y + jax.random.normal(key_data, y.shape)
 
-mcmc = MCMC(LBPGibbs(NUTS(model)), num_warmup=500, num_samples=1000, num_chains=2,
-            chain_method="sequential", progress_bar=False)  # fmt: skip
+kernel = LBPGibbs(NUTS(model))  # the discrete kernel is chosen from the model's structure
+mcmc = MCMC(kernel, num_warmup=500, num_samples=1000, num_chains=2, chain_method="sequential")
 mcmc.run(key_mcmc, y)
 samples = mcmc.get_samples(group_by_chain=True)
 numpyro.diagnostics.print_summary({name: samples[name] for name in ("weights", "locs", "scale")})
