@@ -145,25 +145,23 @@ def diagnose(
 
     .. doctest::
 
-        >>> import warnings
         >>> import jax
         >>> import numpyro
         >>> import numpyro.distributions as dist
-        >>> from numpyro.infer import MCMC, NUTS
-        >>> from numpyro_discrete import LBPGibbs, diagnose
+        >>> from numpyro.infer import MCMC
+        >>> from numpyro_discrete import ChromaticGibbs, diagnose
         ...
         >>> def model():
-        ...     p = numpyro.sample("p", dist.Beta(2.0, 2.0))
-        ...     numpyro.sample("x", dist.Bernoulli(p).expand([3]))
+        ...     numpyro.sample("x", dist.Bernoulli(0.3).expand([3]))
         ...
-        >>> mcmc = MCMC(LBPGibbs(NUTS(model)), num_warmup=200, num_samples=1000,
+        >>> mcmc = MCMC(ChromaticGibbs(model), num_warmup=100, num_samples=1000,
         ...             num_chains=2, chain_method="sequential", progress_bar=False)
         >>> mcmc.run(jax.random.key(0))
         >>> diagnosis = diagnose(mcmc)
         >>> diagnosis.ok
         True
-        >>> [row.summary for row in diagnosis.sites]
-        ['values']
+        >>> [(row.site, row.summary) for row in diagnosis.sites]
+        [('x', 'values')]
     """
     samples = mcmc.get_samples(group_by_chain=True) if isinstance(mcmc, MCMC) else mcmc
     discrete = {
