@@ -46,7 +46,7 @@ MIN_ESS = 100.0
 
 MAX_COORDINATES_BY_VALUE = 16
 """A site of at most this many coordinates is summarised by each coordinate's value; a
-larger one by the mean of its values."""
+larger one by the model's log joint (or, without the model, the mean of its values)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -164,10 +164,11 @@ def diagnose(
         [('x', 'values')]
     """
     samples = mcmc.get_samples(group_by_chain=True) if isinstance(mcmc, MCMC) else mcmc
+    arrays = {name: np.asarray(value) for name, value in samples.items()}
     discrete = {
-        name: np.asarray(value)
-        for name, value in samples.items()
-        if np.issubdtype(np.asarray(value).dtype, np.integer) or np.asarray(value).dtype == bool
+        name: value
+        for name, value in arrays.items()
+        if np.issubdtype(value.dtype, np.integer) or value.dtype == bool
     }
     if not discrete:
         raise ValueError(
@@ -178,11 +179,8 @@ def diagnose(
     num_chains, num_samples = shapes.pop()
     if num_samples < 4:
         raise ValueError(f"diagnose: {num_samples} draws per chain; at least 4 are needed.")
-    log_joint = None
-    if any(
-        np.size(v) > num_chains * num_samples * MAX_COORDINATES_BY_VALUE for v in discrete.values()
-    ):
-        log_joint = _log_joint(mcmc, samples) if isinstance(mcmc, MCMC) else None
+    large = any(v[0, 0].size > MAX_COORDINATES_BY_VALUE for v in discrete.values())
+    log_joint = _log_joint(mcmc, samples) if large and isinstance(mcmc, MCMC) else None
     rows = tuple(_site_diagnosis(name, value, log_joint) for name, value in discrete.items())
     diagnosis = Diagnosis(rows, num_chains, num_samples, max_r_hat, min_ess)
     flagged = diagnosis.flagged

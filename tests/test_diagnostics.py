@@ -15,6 +15,7 @@ import numpyro.distributions as dist
 from numpyro.infer import MCMC, NUTS
 
 from numpyro_discrete import ChromaticGibbs, LBPGibbs, diagnose
+from numpyro_discrete.gallery.mixtures import gaussian_mixture
 
 
 def _iid(shape, seed=0, p=0.4):
@@ -86,28 +87,21 @@ def test_no_discrete_site_is_an_error():
         diagnose({"w": np.zeros((2, 10))})
 
 
-def relabelled_mixture(y):
-    """Two exchangeable components: a relabelling of a draw is as probable as the draw."""
-    weights = numpyro.sample("weights", dist.Dirichlet(jnp.ones(2)))
-    locs = numpyro.sample("locs", dist.Normal(0.0, 5.0).expand([2]).to_event(1))
-    with numpyro.plate("data", y.shape[0]):
-        z = numpyro.sample("z", dist.Categorical(weights))
-        numpyro.sample("y", dist.Normal(locs[z], 1.0), obs=y)
-
-
 def test_chains_that_label_a_mixture_differently_are_not_flagged():
-    """Chains started in the two labellings of a well separated mixture stay in them: the
-    labels' mean disagrees, the log joint does not."""
+    """Chains started in the two labellings of a well separated two-component mixture (the
+    gallery's, whose components are exchangeable) stay in them: the labels' mean disagrees,
+    the log joint does not."""
     y = jnp.concatenate([jnp.full(15, -3.0), jnp.full(25, 3.0)])
     y = y + 0.3 * random.normal(random.key(1), y.shape)
     start = {  # continuous sites unconstrained, as numpyro's Gibbs takes them
         "weights": jnp.zeros((2, 1)),
         "locs": jnp.array([[-3.0, 3.0], [3.0, -3.0]]),
+        "sigma": jnp.log(jnp.full(2, 0.3)),
         "z": jnp.stack([(y > 0).astype(jnp.int32), (y < 0).astype(jnp.int32)]),
     }
-    mcmc = MCMC(LBPGibbs(NUTS(relabelled_mixture)), num_warmup=100, num_samples=300,
+    mcmc = MCMC(LBPGibbs(NUTS(gaussian_mixture)), num_warmup=100, num_samples=300,
                 num_chains=2, chain_method="sequential", progress_bar=False)  # fmt: skip
-    mcmc.run(random.key(0), y, init_params=start)
+    mcmc.run(random.key(0), y, 2, init_params=start)
     samples = mcmc.get_samples(group_by_chain=True)
     assert np.all(samples["locs"][0, :, 0] < 0) and np.all(samples["locs"][1, :, 0] > 0)
     with warnings.catch_warnings():

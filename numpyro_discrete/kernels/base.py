@@ -268,7 +268,7 @@ class DiscreteKernel(MCMCKernel):
                     )
                 )(rng_key, init_params)
                 sample_fn = jax.vmap(self._sample_one, in_axes=(0, None, None))
-            check_initial_log_density(target, -state.potential_energy)
+            check_initial_log_density(target.layout.names, -state.potential_energy)
             setattr(self, SAMPLE_FN_ATTRIBUTE, sample_fn)
             return state
 

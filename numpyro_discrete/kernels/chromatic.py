@@ -113,9 +113,7 @@ class ChromaticGibbs(ExactSweepKernel):
 
     New values: a binary coordinate is drawn from both values; a categorical one from all
     categories; a bounded ordinal one spanning at most :data:`WHOLE_SUPPORT_SPAN` steps (a
-    change point's ``DiscreteUniform``, a ``Binomial`` of a small total), or any bounded
-    one where the coordinates times the widest support's values are at most
-    :data:`WHOLE_SUPPORT_TABLE` (a few change points of a long series), from its whole
+    change point's ``DiscreteUniform``, a ``Binomial`` of a small total) from its whole
     support; any other ordinal one from the values at the distances of its ladder (1 up to
     twice the site's scale), or within ``ordinal_window`` of its current value (then for
     every ordinal site), inside its support (the offsets are symmetric, so the reverse move

@@ -20,14 +20,11 @@ from numpyro.util import is_prng_key
 from numpyro_discrete.kernels.auto import AutoDiscrete
 from numpyro_discrete.kernels.collapsed import CollapsedDraw, collapsed_sweep, summed_out_model
 from numpyro_discrete.kernels.lbp import ALBP
-from numpyro_discrete.kernels.lbp_gibbs_checks import (
-    check_arguments,
-    check_model_sites,
-    check_start_density,
-)
+from numpyro_discrete.kernels.lbp_gibbs_checks import check_arguments, check_model_sites
 from numpyro_discrete.kernels.lbp_gibbs_state import LBPGibbsState
 from numpyro_discrete.kernels.repeated import RepeatedKernel
 from numpyro_discrete.model.chain_start import chain_start, compiled_once
+from numpyro_discrete.model.initial_values import check_initial_log_density
 from numpyro_discrete.model.layout import discrete_sites
 from numpyro_discrete.model.sites import ModelSites, kept_for, same_objects
 from numpyro_discrete.numpyro_internals import (
@@ -281,7 +278,7 @@ class LBPGibbs(Gibbs):
         if not is_prng_key(rng_key):
             self._collapsed = self._prepare_blocks(rng_key[0], sites, model_args, model_kwargs)
             state = compiled_once(jax.vmap(init), rng_key)(rng_key, init_params)
-            check_start_density(state.block_states[0], sites.discrete)
+            _check_start(state, sites)
             setattr(self, SAMPLE_FN_ATTRIBUTE, jax.vmap(self._sweep(), in_axes=(0, None, None)))
             return state
         # the arguments are the program's constants, so a later run (or chain) with the
@@ -293,7 +290,7 @@ class LBPGibbs(Gibbs):
             self._collapsed = self._prepare_blocks(rng_key, sites, model_args, model_kwargs)
             cached = self._compiled_init = (arguments, compiled_once(init, rng_key))
         state = cached[1](rng_key, init_params)
-        check_start_density(state.block_states[0], sites.discrete)
+        _check_start(state, sites)
         setattr(self, SAMPLE_FN_ATTRIBUTE, self._sweep())
         return state
 
@@ -416,3 +413,11 @@ class LBPGibbs(Gibbs):
 
 
 use_gibbs_state_class(LBPGibbs, LBPGibbsState)
+
+
+def _check_start(state: GibbsState, sites: ModelSites) -> None:
+    """The discrete block's start has positive probability (a kernel given by the user may
+    keep no potential energy in its state: then nothing to check)."""
+    energy = getattr(state.block_states[0], "potential_energy", None)
+    if energy is not None:
+        check_initial_log_density(sites.discrete, -energy)

@@ -2,10 +2,7 @@
 ``DiscreteHMCGibbs`` and ``MixedHMC`` ones included) and the model it is given, each error
 naming the argument or the sites and the fix."""
 
-from collections.abc import Callable, Collection
-from typing import Any
-
-import numpy as np
+from collections.abc import Callable
 
 import jax
 
@@ -15,10 +12,9 @@ from numpyro.infer.hmc_gibbs import HMCECS
 from numpyro.infer.mcmc import MCMCKernel
 
 from numpyro_discrete.kernels.arguments import is_integer
-from numpyro_discrete.model.errors import ModelError
 from numpyro_discrete.model.sites import ModelSites, model_sites
 
-__all__ = ["check_arguments", "check_model_sites", "check_start_density"]
+__all__ = ["check_arguments", "check_model_sites"]
 
 
 def check_arguments(
@@ -132,20 +128,3 @@ def _check_numpyro_arguments(
             "moves the discrete sites, several at once, then runs the inner kernel. Drop "
             "it, or give `num_discrete_steps=k` for k discrete moves per step."
         )
-
-
-def check_start_density(discrete_state: Any, discrete: Collection[str]) -> None:
-    """Raise, naming the discrete sites, where a chain's start (concrete: outside a trace)
-    has zero probability: no draw of the discrete sites the start could find meets the
-    model's constraints (a ``factor`` of ``-inf``, an observation out of their reach), and
-    every move from there would be rejected."""
-    energy = getattr(discrete_state, "potential_energy", None)
-    if energy is None or isinstance(energy, jax.core.Tracer) or np.all(np.isfinite(energy)):
-        return
-    raise ModelError(
-        f"the model has zero probability at the start drawn for its discrete sites "
-        f"{list(discrete)} (potential energy {np.ravel(np.asarray(energy)).tolist()}), and no "
-        "draw tried was better: a constraint (a `numpyro.factor` of -inf, a mask) rules out "
-        "most of their prior. Pass `init_params` (to `MCMC.run`) with values of positive "
-        "probability for these sites."
-    )

@@ -86,13 +86,15 @@ def initial_position(
     return layout.flatten(values)
 
 
-def check_initial_log_density(target: DiscreteTarget, log_density: jax.Array) -> None:
-    """Raise when ``log pi`` is not finite at the initial values of a chain."""
+def check_initial_log_density(sites: Collection[str], log_density: jax.Array) -> None:
+    """Raise, naming the discrete `sites`, when ``log pi`` is not finite at the initial
+    values of a chain (concrete: outside a trace): given so, or no draw the start could find
+    meets the model's constraints."""
     if isinstance(log_density, jax.core.Tracer) or np.all(np.isfinite(log_density)):
         return
     raise ModelError(
         "the potential energy is "
         f"{np.ravel(-np.asarray(log_density)).tolist()} at the initial values of sites "
-        f"{list(target.layout.names)}, so the chain cannot start there. Pass "
+        f"{list(sites)}, so the chain cannot start there. Pass "
         "`init_params` (to `MCMC.run`) with values of positive probability."
     )
